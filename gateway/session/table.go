@@ -1,0 +1,449 @@
+package session
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Conn is what the table needs of an upstream connection.
+type Conn interface {
+	// ActiveJobs reports the jobs that have not ended.
+	ActiveJobs() int
+	// Close ends the session gracefully upstream.
+	Close(ctx context.Context) error
+	// Done is closed when the session has ended (closed or lost).
+	Done() <-chan struct{}
+	// Err says why the session ended, once Done is closed.
+	Err() error
+}
+
+// Errors returned by the table.
+var (
+	// ErrNotFound: no such session for this caller.
+	ErrNotFound = errors.New("session not found")
+	// ErrDraining: the gateway is shutting down and opens no sessions.
+	ErrDraining = errors.New("gateway is draining: no new sessions")
+)
+
+// LostError is returned by Acquire for a session whose upstream was lost.
+type LostError struct{ Err error }
+
+func (e *LostError) Error() string { return fmt.Sprintf("session lost: %v", e.Err) }
+func (e *LostError) Unwrap() error { return e.Err }
+
+// CapError is returned by Open when a session cap is reached.
+type CapError struct {
+	Cap   string // "sessions_per_caller" or "sessions"
+	Limit int
+}
+
+func (e *CapError) Error() string {
+	return fmt.Sprintf("session cap %s=%d reached: close a session first", e.Cap, e.Limit)
+}
+
+// Config is the table's configuration.
+type Config struct {
+	// InstanceID names this gateway instance in every session id:
+	// 1 to 32 characters of [a-z0-9-].
+	InstanceID string
+	// MaxSessions caps the sessions of all callers together (default 100,000).
+	MaxSessions int
+	// MaxPerCaller caps the sessions of one caller (default 1,000).
+	MaxPerCaller int
+	// IdleTimeout closes a session with no call in progress and no running
+	// job for this long (default 30 min).
+	IdleTimeout time.Duration
+	// CloseTimeout bounds the graceful upstream close of an idle session
+	// (default 5 s).
+	CloseTimeout time.Duration
+	// Logger receives session lifecycle logs (default: discard).
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() error {
+	if c.MaxSessions == 0 {
+		c.MaxSessions = 100_000
+	}
+	if c.MaxPerCaller == 0 {
+		c.MaxPerCaller = 1_000
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = 30 * time.Minute
+	}
+	if c.CloseTimeout == 0 {
+		c.CloseTimeout = 5 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	switch {
+	case !validInstance(c.InstanceID):
+		return fmt.Errorf("session: InstanceID %q: want 1-32 characters of [a-z0-9-]", c.InstanceID)
+	case c.MaxSessions < 0:
+		return fmt.Errorf("session: MaxSessions %d is negative", c.MaxSessions)
+	case c.MaxPerCaller < 0:
+		return fmt.Errorf("session: MaxPerCaller %d is negative", c.MaxPerCaller)
+	case c.IdleTimeout < 0:
+		return fmt.Errorf("session: IdleTimeout %v is negative", c.IdleTimeout)
+	}
+	return nil
+}
+
+// Session is one gateway session.
+type Session[C Conn] struct {
+	// Immutable after Open.
+	ID       string
+	Caller   string
+	Runtime  string
+	OpenedAt time.Time
+	Conn     C
+
+	table    *Table[C]
+	busy     atomic.Int32 // calls in progress
+	lastUsed atomic.Int64 // monotonic nanoseconds since table.epoch
+	closing  atomic.Bool
+	idle     *time.Timer // guarded by table.mu for creation; Reset from the timer's own callback
+}
+
+// Closing reports whether the session is being closed.
+func (s *Session[C]) Closing() bool { return s.closing.Load() }
+
+// Lost reports whether the upstream session has ended.
+func (s *Session[C]) Lost() bool {
+	select {
+	case <-s.Conn.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// Table is the session table. All methods are safe for concurrent use.
+type Table[C Conn] struct {
+	cfg   Config
+	epoch time.Time
+
+	mu       sync.RWMutex
+	byID     map[string]*Session[C]              // guarded by mu
+	byCaller map[string]map[*Session[C]]struct{} // guarded by mu
+	reserved map[string]int                      // guarded by mu: Opens in progress per caller
+	nres     int                                 // guarded by mu: total of reserved
+	draining bool                                // guarded by mu
+
+	closers sync.WaitGroup
+}
+
+// New returns an empty table.
+func New[C Conn](cfg Config) (*Table[C], error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	return &Table[C]{
+		cfg:      cfg,
+		epoch:    time.Now(),
+		byID:     make(map[string]*Session[C]),
+		byCaller: make(map[string]map[*Session[C]]struct{}),
+		reserved: make(map[string]int),
+	}, nil
+}
+
+// InstanceID returns the instance id embedded in every session id.
+func (t *Table[C]) InstanceID() string { return t.cfg.InstanceID }
+
+func (t *Table[C]) now() int64 { return int64(time.Since(t.epoch)) }
+
+// Open reserves a slot for caller under the caps, dials the upstream session
+// with dial, and registers it. dial runs without the table lock held.
+func (t *Table[C]) Open(ctx context.Context, caller, runtime string, dial func(context.Context) (C, error)) (*Session[C], error) {
+	if err := t.reserve(caller); err != nil {
+		return nil, err
+	}
+	conn, err := dial(ctx)
+	if err != nil {
+		t.unreserve(caller)
+		return nil, err
+	}
+	s := &Session[C]{
+		ID: newID(t.cfg.InstanceID), Caller: caller, Runtime: runtime,
+		OpenedAt: time.Now(), Conn: conn, table: t,
+	}
+	s.lastUsed.Store(t.now())
+	t.mu.Lock()
+	t.reserved[caller]--
+	if t.reserved[caller] == 0 {
+		delete(t.reserved, caller)
+	}
+	t.nres--
+	if t.draining {
+		t.mu.Unlock()
+		t.closeSession(s)
+		return nil, ErrDraining
+	}
+	t.byID[s.ID] = s
+	set := t.byCaller[caller]
+	if set == nil {
+		set = make(map[*Session[C]]struct{})
+		t.byCaller[caller] = set
+	}
+	set[s] = struct{}{}
+	if t.cfg.IdleTimeout > 0 {
+		s.idle = time.AfterFunc(t.cfg.IdleTimeout, s.idleCheck)
+	}
+	t.mu.Unlock()
+	t.cfg.Logger.Info("session opened", "session_id", s.ID, "caller", caller, "runtime", runtime)
+	return s, nil
+}
+
+func (t *Table[C]) reserve(caller string) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.draining {
+		return ErrDraining
+	}
+	t.pruneLostLocked(caller)
+	if len(t.byID)+t.nres >= t.cfg.MaxSessions {
+		return &CapError{Cap: "sessions", Limit: t.cfg.MaxSessions}
+	}
+	if len(t.byCaller[caller])+t.reserved[caller] >= t.cfg.MaxPerCaller {
+		return &CapError{Cap: "sessions_per_caller", Limit: t.cfg.MaxPerCaller}
+	}
+	t.reserved[caller]++
+	t.nres++
+	return nil
+}
+
+func (t *Table[C]) unreserve(caller string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.reserved[caller]--
+	if t.reserved[caller] == 0 {
+		delete(t.reserved, caller)
+	}
+	t.nres--
+}
+
+// pruneLostLocked forgets the caller's sessions whose upstream has ended, so
+// that they stop counting against the caps.
+func (t *Table[C]) pruneLostLocked(caller string) {
+	for s := range t.byCaller[caller] {
+		if s.Lost() {
+			t.removeLocked(s)
+		}
+	}
+}
+
+func (t *Table[C]) removeLocked(s *Session[C]) {
+	if t.byID[s.ID] != s {
+		return
+	}
+	delete(t.byID, s.ID)
+	if set := t.byCaller[s.Caller]; set != nil {
+		delete(set, s)
+		if len(set) == 0 {
+			delete(t.byCaller, s.Caller)
+		}
+	}
+	if s.idle != nil {
+		s.idle.Stop()
+	}
+}
+
+// Get returns caller's live session id, or false. It has no side effects: no
+// timer, clock or counter is touched, and nothing is sent upstream. A session
+// whose upstream was lost or that is being closed by the caller is reported
+// with its state; callers decide how to present it.
+func (t *Table[C]) Get(id, caller string) (*Session[C], bool) {
+	t.mu.RLock()
+	s, ok := t.byID[id]
+	t.mu.RUnlock()
+	if !ok || s.Caller != caller {
+		return nil, false
+	}
+	return s, true
+}
+
+// Acquire returns caller's session for a call and marks it busy; release must
+// be called when the call ends, and resets the idle clock. A lost session is
+// removed and reported as *LostError.
+func (t *Table[C]) Acquire(id, caller string) (s *Session[C], release func(), err error) {
+	s, ok := t.Get(id, caller)
+	if !ok || s.closing.Load() {
+		return nil, nil, ErrNotFound
+	}
+	if s.Lost() {
+		t.mu.Lock()
+		t.removeLocked(s)
+		t.mu.Unlock()
+		return nil, nil, &LostError{Err: s.Conn.Err()}
+	}
+	s.busy.Add(1)
+	s.lastUsed.Store(t.now())
+	return s, func() {
+		s.lastUsed.Store(t.now())
+		s.busy.Add(-1)
+	}, nil
+}
+
+// Close closes caller's session gracefully upstream and forgets it. After
+// Close returns the session is NOT_FOUND to every lookup.
+func (t *Table[C]) Close(ctx context.Context, id, caller string) error {
+	t.mu.Lock()
+	s, ok := t.byID[id]
+	if !ok || s.Caller != caller || !s.closing.CompareAndSwap(false, true) {
+		t.mu.Unlock()
+		return ErrNotFound
+	}
+	t.removeLocked(s)
+	t.mu.Unlock()
+	err := s.Conn.Close(ctx)
+	t.cfg.Logger.Info("session closed", "session_id", s.ID, "caller", caller, "reason", "close_session")
+	return err
+}
+
+// List returns caller's sessions, oldest first, lost ones excluded.
+func (t *Table[C]) List(caller string) []*Session[C] {
+	t.mu.RLock()
+	out := make([]*Session[C], 0, len(t.byCaller[caller]))
+	for s := range t.byCaller[caller] {
+		if !s.Lost() {
+			out = append(out, s)
+		}
+	}
+	t.mu.RUnlock()
+	sortByOpened(out)
+	return out
+}
+
+// Len reports the number of sessions in the table.
+func (t *Table[C]) Len() int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return len(t.byID)
+}
+
+// Drain refuses every later Open, closes all sessions concurrently, and
+// waits until they are closed or ctx ends.
+func (t *Table[C]) Drain(ctx context.Context) error {
+	t.mu.Lock()
+	t.draining = true
+	all := make([]*Session[C], 0, len(t.byID))
+	for _, s := range t.byID {
+		if s.closing.CompareAndSwap(false, true) {
+			all = append(all, s)
+		}
+		t.removeLocked(s)
+	}
+	t.mu.Unlock()
+	for _, s := range all {
+		t.closers.Add(1)
+		go func() {
+			defer t.closers.Done()
+			cctx, cancel := context.WithTimeout(ctx, t.cfg.CloseTimeout)
+			defer cancel()
+			_ = s.Conn.Close(cctx)
+		}()
+	}
+	done := make(chan struct{})
+	go func() { t.closers.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		<-done // Close is bounded by cctx, which ctx bounds too.
+		return ctx.Err()
+	}
+}
+
+// idleCheck runs on the session's idle timer.
+func (s *Session[C]) idleCheck() {
+	t := s.table
+	if s.closing.Load() {
+		return
+	}
+	if s.Lost() {
+		t.mu.Lock()
+		t.removeLocked(s)
+		t.mu.Unlock()
+		return
+	}
+	idleFor := time.Duration(t.now() - s.lastUsed.Load())
+	if s.busy.Load() > 0 || s.Conn.ActiveJobs() > 0 || idleFor < t.cfg.IdleTimeout {
+		wait := t.cfg.IdleTimeout - idleFor
+		if wait <= 0 {
+			wait = t.cfg.IdleTimeout
+		}
+		t.mu.RLock()
+		timer := s.idle // assigned under mu by Open, possibly after this timer fired
+		t.mu.RUnlock()
+		timer.Reset(wait)
+		return
+	}
+	t.mu.Lock()
+	if t.byID[s.ID] != s || !s.closing.CompareAndSwap(false, true) {
+		t.mu.Unlock()
+		return
+	}
+	t.removeLocked(s)
+	t.closers.Add(1)
+	t.mu.Unlock()
+	defer t.closers.Done()
+	t.closeSession(s)
+	t.cfg.Logger.Info("session closed", "session_id", s.ID, "caller", s.Caller, "reason", "idle", "idle_for", idleFor)
+}
+
+func (t *Table[C]) closeSession(s *Session[C]) {
+	ctx, cancel := context.WithTimeout(context.Background(), t.cfg.CloseTimeout)
+	defer cancel()
+	_ = s.Conn.Close(ctx)
+}
+
+// Wait waits for every session close the table started (idle closes and
+// Drain) to finish.
+func (t *Table[C]) Wait() { t.closers.Wait() }
+
+func newID(instance string) string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails on supported platforms
+	return "s1." + instance + "." + base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// ParseID checks the shape of a session id and returns the instance that owns
+// it. It does not say whether the session exists.
+func ParseID(id string) (instance string, ok bool) {
+	rest, found := strings.CutPrefix(id, "s1.")
+	if !found {
+		return "", false
+	}
+	instance, secret, found := strings.Cut(rest, ".")
+	if !found || !validInstance(instance) || len(secret) != 22 {
+		return "", false
+	}
+	for i := 0; i < len(secret); i++ {
+		c := secret[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return "", false
+		}
+	}
+	return instance, true
+}
+
+func validInstance(s string) bool {
+	if len(s) == 0 || len(s) > 32 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,244 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type fakeConn struct {
+	active  atomic.Int32
+	closed  atomic.Int32
+	done    chan struct{}
+	once    sync.Once
+	lostErr error
+}
+
+func newFake() *fakeConn { return &fakeConn{done: make(chan struct{})} }
+
+func (f *fakeConn) ActiveJobs() int { return int(f.active.Load()) }
+func (f *fakeConn) Close(context.Context) error {
+	f.closed.Add(1)
+	f.once.Do(func() { close(f.done) })
+	return nil
+}
+func (f *fakeConn) Done() <-chan struct{} { return f.done }
+func (f *fakeConn) Err() error            { return f.lostErr }
+func (f *fakeConn) lose(err error) {
+	f.lostErr = err
+	f.once.Do(func() { close(f.done) })
+}
+
+func newTable(t *testing.T, cfg Config) *Table[*fakeConn] {
+	t.Helper()
+	if cfg.InstanceID == "" {
+		cfg.InstanceID = "gw-test"
+	}
+	tb, err := New[*fakeConn](cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = tb.Drain(ctx)
+		tb.Wait()
+	})
+	return tb
+}
+
+func open(t *testing.T, tb *Table[*fakeConn], caller string) (*Session[*fakeConn], *fakeConn) {
+	t.Helper()
+	fc := newFake()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := tb.Open(ctx, caller, "default", func(context.Context) (*fakeConn, error) { return fc, nil })
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	return s, fc
+}
+
+func TestIDShape(t *testing.T) {
+	tb := newTable(t, Config{InstanceID: "gw-1"})
+	s, _ := open(t, tb, "alice")
+	inst, ok := ParseID(s.ID)
+	if !ok || inst != "gw-1" {
+		t.Fatalf("ParseID(%q) = %q, %v", s.ID, inst, ok)
+	}
+	s2, _ := open(t, tb, "alice")
+	if s2.ID == s.ID {
+		t.Fatal("two sessions got the same id")
+	}
+	for _, bad := range []string{"", "s1.", "s1.gw-1", "s1.gw-1.short", "s2.gw-1.AAAAAAAAAAAAAAAAAAAAAA",
+		"s1.GW.AAAAAAAAAAAAAAAAAAAAAA", "s1.gw-1.AAAAAAAAAAAAAAAAAAAA==", "s1.gw-1.AAAAAAAAAAAAAAAAAAAAA!"} {
+		if _, ok := ParseID(bad); ok {
+			t.Errorf("ParseID(%q) accepted", bad)
+		}
+	}
+	if _, err := New[*fakeConn](Config{InstanceID: "Bad_Instance"}); err == nil {
+		t.Error("invalid instance id accepted")
+	}
+}
+
+func TestCallerIsolation(t *testing.T) {
+	tb := newTable(t, Config{})
+	s, fc := open(t, tb, "alice")
+	if _, ok := tb.Get(s.ID, "bob"); ok {
+		t.Fatal("bob sees alice's session")
+	}
+	if _, _, err := tb.Acquire(s.ID, "bob"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("bob Acquire: %v", err)
+	}
+	ctx := context.Background()
+	if err := tb.Close(ctx, s.ID, "bob"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("bob Close: %v", err)
+	}
+	if fc.closed.Load() != 0 {
+		t.Fatal("bob's Close reached alice's upstream")
+	}
+	if got := tb.List("bob"); len(got) != 0 {
+		t.Fatalf("bob lists %d sessions", len(got))
+	}
+	if got := tb.List("alice"); len(got) != 1 || got[0] != s {
+		t.Fatalf("alice lists %v", got)
+	}
+	if err := tb.Close(ctx, s.ID, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := tb.Get(s.ID, "alice"); ok || fc.closed.Load() != 1 {
+		t.Fatal("closed session still found, or upstream not closed")
+	}
+}
+
+func TestCaps(t *testing.T) {
+	tb := newTable(t, Config{MaxPerCaller: 2, MaxSessions: 3})
+	open(t, tb, "a")
+	_, lostConn := open(t, tb, "a")
+	var ce *CapError
+	_, err := tb.Open(context.Background(), "a", "default", func(context.Context) (*fakeConn, error) { return newFake(), nil })
+	if !errors.As(err, &ce) || ce.Cap != "sessions_per_caller" || ce.Limit != 2 {
+		t.Fatalf("third session for a: %v", err)
+	}
+	// A lost session stops counting.
+	lostConn.lose(errors.New("gone"))
+	open(t, tb, "a")
+	open(t, tb, "b")
+	_, err = tb.Open(context.Background(), "c", "default", func(context.Context) (*fakeConn, error) { return newFake(), nil })
+	if !errors.As(err, &ce) || ce.Cap != "sessions" {
+		t.Fatalf("fourth session: %v", err)
+	}
+	// A failed dial releases its reservation.
+	tb2 := newTable(t, Config{MaxPerCaller: 1})
+	dialErr := errors.New("dial failed")
+	if _, err := tb2.Open(context.Background(), "a", "d", func(context.Context) (*fakeConn, error) { return nil, dialErr }); !errors.Is(err, dialErr) {
+		t.Fatal(err)
+	}
+	open(t, tb2, "a")
+}
+
+func TestGetHasNoSideEffects(t *testing.T) {
+	tb := newTable(t, Config{})
+	s, _ := open(t, tb, "alice")
+	before := s.lastUsed.Load()
+	for range 1000 {
+		if _, ok := tb.Get(s.ID, "alice"); !ok {
+			t.Fatal("not found")
+		}
+	}
+	if s.lastUsed.Load() != before || s.busy.Load() != 0 {
+		t.Fatal("Get changed the session's idle clock or busy count")
+	}
+	_, release, err := tb.Acquire(s.ID, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.busy.Load() != 1 {
+		t.Fatal("Acquire did not mark busy")
+	}
+	release()
+	if s.busy.Load() != 0 || s.lastUsed.Load() == before {
+		t.Fatal("release did not reset the idle clock")
+	}
+}
+
+func TestLostSession(t *testing.T) {
+	tb := newTable(t, Config{})
+	s, fc := open(t, tb, "alice")
+	cause := errors.New("RESUME_WINDOW_EXPIRED")
+	fc.lose(cause)
+	if got, ok := tb.Get(s.ID, "alice"); !ok || !got.Lost() {
+		t.Fatal("Get should still return the session, marked lost")
+	}
+	var le *LostError
+	if _, _, err := tb.Acquire(s.ID, "alice"); !errors.As(err, &le) || !errors.Is(err, cause) {
+		t.Fatalf("Acquire on lost session: %v", err)
+	}
+	if _, ok := tb.Get(s.ID, "alice"); ok {
+		t.Fatal("lost session not removed by Acquire")
+	}
+}
+
+func TestIdleClose(t *testing.T) {
+	const idle = 50 * time.Millisecond
+	tb := newTable(t, Config{IdleTimeout: idle})
+	busy, busyConn := open(t, tb, "a")
+	jobs, jobsConn := open(t, tb, "a")
+	idleS, idleConn := open(t, tb, "a")
+	_, release, err := tb.Acquire(busy.ID, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobsConn.active.Store(1)
+
+	select {
+	case <-idleConn.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("idle session was not closed")
+	}
+	if _, ok := tb.Get(idleS.ID, "a"); ok {
+		t.Fatal("idle-closed session still in the table")
+	}
+	// Give the other two several idle periods: they must survive.
+	deadline := time.Now().Add(4 * idle)
+	for time.Now().Before(deadline) {
+		if busyConn.closed.Load() != 0 || jobsConn.closed.Load() != 0 {
+			t.Fatal("a busy session or one with running jobs was closed as idle")
+		}
+		time.Sleep(idle / 5) // polling, not synchronisation: the assertion is "nothing happens"
+	}
+	release()
+	jobsConn.active.Store(0)
+	for _, c := range []*fakeConn{busyConn, jobsConn} {
+		select {
+		case <-c.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatal("session not closed once idle")
+		}
+	}
+	_ = jobs
+}
+
+func TestDrain(t *testing.T) {
+	tb := newTable(t, Config{})
+	_, c1 := open(t, tb, "a")
+	_, c2 := open(t, tb, "b")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := tb.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c1.closed.Load() != 1 || c2.closed.Load() != 1 || tb.Len() != 0 {
+		t.Fatal("Drain did not close every session")
+	}
+	if _, err := tb.Open(ctx, "a", "d", func(context.Context) (*fakeConn, error) { return newFake(), nil }); !errors.Is(err, ErrDraining) {
+		t.Fatalf("Open after Drain: %v", err)
+	}
+}

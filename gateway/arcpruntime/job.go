@@ -1,0 +1,363 @@
+package arcpruntime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sessiongate/sessiongate/gateway/arcp"
+)
+
+// job is one accepted job. Its goroutine (runJob) supervises an agent
+// goroutine and emits exactly one terminal envelope.
+type job struct {
+	// Immutable after submit.
+	id         string
+	spec       string // "name@version"
+	sess       *session
+	digest     [32]byte // of the canonical input, for idempotency (inputs are not retained)
+	traceID    string
+	idemKey    string
+	acceptedAt string
+	ord        uint64
+	maxRuntime time.Duration
+	run        runFunc         // read and cleared by runJob only
+	ctx        context.Context // the agent's context; cancelled on cancel, session end, Close
+	cancel     context.CancelCauseFunc
+	cancelCh   chan struct{} // closed when job.cancel is received
+	done       chan struct{} // closed when runJob returns
+
+	// Guarded by Runtime.mu.
+	status          string // pending, running, then the final status
+	terminal        bool
+	cancelRequested bool
+	cancelReason    string
+	subs            map[*session]struct{} // other sessions subscribed to this job
+}
+
+func (j *job) agentName() string {
+	name, _, _ := strings.Cut(j.spec, "@")
+	return name
+}
+
+func (j *job) acceptedPayload() arcp.Accepted {
+	return arcp.Accepted{JobID: j.id, Agent: j.spec, AcceptedAt: j.acceptedAt, TraceID: j.traceID}
+}
+
+// agentError is how an agent ends a job with job.error.
+type agentError struct {
+	code      string
+	message   string
+	retryable bool
+	details   json.RawMessage
+}
+
+func (e *agentError) Error() string { return e.code + ": " + e.message }
+
+type agentOutcome struct {
+	result json.RawMessage
+	err    error
+}
+
+var errStopped = errors.New("arcpruntime: job no longer emits")
+
+// paceInterval is how often a paced agent rechecks the client's lag;
+// paceGiveUp is how long it waits for a client that makes no progress.
+const (
+	paceInterval = time.Millisecond
+	paceGiveUp   = 2 * time.Second
+)
+
+// runJob runs j's agent and emits its terminal: the agent's result or error,
+// or CANCELLED at most CancelGrace after job.cancel, or TIMEOUT after
+// max_runtime_sec. It waits for the agent goroutine before returning.
+func (r *Runtime) runJob(j *job) {
+	defer close(j.done)
+	ctx := j.ctx
+	if j.maxRuntime > 0 {
+		var stop context.CancelFunc
+		ctx, stop = context.WithTimeoutCause(ctx, j.maxRuntime, errJobTimeout)
+		defer stop()
+	}
+
+	r.mu.Lock()
+	if j.status == "pending" {
+		j.status = "running"
+	}
+	r.mu.Unlock()
+
+	emit := func(kind string, body any) error {
+		raw, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		p, err := json.Marshal(arcp.Event{Kind: kind, TS: now3339(), Body: raw})
+		if err != nil {
+			return err
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if j.terminal || j.sess.gone && len(j.subs) == 0 {
+			return errStopped
+		}
+		r.emitLocked(j, arcp.TypeEvent, p)
+		return nil
+	}
+
+	// The client's progress as pace last saw it; only the agent goroutine
+	// calls pace.
+	var (
+		lastT    *transport
+		lastSent uint64
+		progress time.Time
+	)
+	pace := func(ctx context.Context) error {
+		maxLag := uint64(max(1, r.opts.MaxBufferedEvents/2))
+		maxLagBytes := uint64(max(1, r.opts.MaxBufferedBytes/2))
+		var timer *time.Timer
+		for {
+			r.mu.Lock()
+			s := j.sess
+			t := s.cur
+			var sent, lag, lagBytes uint64
+			if t != nil && !s.gone && !r.stalled.Load() {
+				sent, lag, lagBytes = t.sent, s.seq-t.sent, s.total-t.sentBytes
+			}
+			r.mu.Unlock()
+			if lag < maxLag && lagBytes < maxLagBytes {
+				return nil
+			}
+			// Only a client that makes progress is waited for: one that
+			// stopped reading is left to the slow-consumer drop.
+			if t != lastT || sent != lastSent {
+				lastT, lastSent, progress = t, sent, time.Now()
+			} else if time.Since(progress) > paceGiveUp {
+				return nil
+			}
+			if timer == nil {
+				timer = time.NewTimer(paceInterval)
+				defer timer.Stop()
+			} else {
+				timer.Reset(paceInterval)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-timer.C:
+			}
+		}
+	}
+
+	outcome := make(chan agentOutcome, 1)
+	var wg sync.WaitGroup
+	defer func() {
+		// Stop an agent that outlived the grace, then wait for it.
+		j.cancel(errJobDone)
+		wg.Wait()
+	}()
+	run := j.run
+	j.run = nil // only this goroutine reads it; do not retain the input
+	wg.Go(func() {
+		res, err := run(ctx, jobIO{emit: emit, pace: pace})
+		outcome <- agentOutcome{result: res, err: err}
+	})
+
+	var (
+		out      agentOutcome
+		returned bool
+	)
+	select {
+	case out = <-outcome:
+		returned = true
+	case <-j.cancelCh:
+		grace := time.NewTimer(r.opts.CancelGrace)
+		select {
+		case out = <-outcome:
+			returned = true
+		case <-grace.C:
+		}
+		grace.Stop()
+	}
+	r.finish(j, ctx, out, returned)
+}
+
+// finish decides and emits j's terminal envelope.
+func (r *Runtime) finish(j *job, ctx context.Context, out agentOutcome, returned bool) {
+	var success []byte
+	if returned && out.err == nil {
+		res := out.result
+		if len(res) == 0 {
+			res = json.RawMessage("null")
+		}
+		var err error
+		success, err = json.Marshal(arcp.Result{FinalStatus: arcp.StatusSuccess, Result: res})
+		if err != nil {
+			returned, out.err = true, &agentError{code: arcp.CodeInternalError, message: "agent result is not valid JSON"}
+		}
+	}
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var (
+		typ     = arcp.TypeJobError
+		payload []byte
+		jerr    arcp.JobError
+	)
+	switch {
+	case j.cancelRequested:
+		msg := "job cancelled"
+		if j.cancelReason != "" {
+			msg += ": " + j.cancelReason
+		}
+		jerr = arcp.JobError{FinalStatus: arcp.StatusCancelled, Code: arcp.CodeCancelled, Message: msg}
+	case success != nil:
+		typ, payload = arcp.TypeResult, success
+	case ctx.Err() != nil && errors.Is(context.Cause(ctx), errJobTimeout):
+		jerr = arcp.JobError{FinalStatus: arcp.StatusTimedOut, Code: arcp.CodeTimeout, Message: "max_runtime_sec exceeded"}
+	case ctx.Err() != nil:
+		jerr = arcp.JobError{FinalStatus: arcp.StatusCancelled, Code: arcp.CodeCancelled, Message: "session ended"}
+	default:
+		var ae *agentError
+		if !errors.As(out.err, &ae) {
+			ae = &agentError{code: arcp.CodeInternalError, message: "agent failed"}
+		}
+		jerr = arcp.JobError{FinalStatus: arcp.StatusError, Code: arcp.NormalizeCode(ae.code), Message: ae.message, Retryable: ae.retryable, Details: ae.details}
+	}
+	if payload == nil {
+		var err error
+		payload, err = json.Marshal(jerr)
+		if err != nil { // only if Details were invalid JSON
+			jerr.Details = nil
+			payload, _ = json.Marshal(jerr)
+		}
+		j.status = jerr.FinalStatus
+	} else {
+		j.status = arcp.StatusSuccess
+	}
+	j.terminal = true
+	j.sess.live--
+	r.emitLocked(j, typ, payload)
+	for b := range j.subs {
+		delete(b.subs, j)
+	}
+	j.subs = nil
+}
+
+// emitLocked buffers a sequenced envelope of j in its session and in every
+// subscribed session, each with that session's own event_seq.
+func (r *Runtime) emitLocked(j *job, typ string, payload []byte) {
+	r.appendLocked(j.sess, typ, j.id, j.traceID, payload)
+	for b := range j.subs {
+		r.appendLocked(b, typ, j.id, j.traceID, payload)
+	}
+}
+
+// findJobLocked finds a job of s's principal: in s, else in another session
+// of the same principal.
+func (r *Runtime) findJobLocked(s *session, jobID string) *job {
+	if j := s.jobs[jobID]; j != nil {
+		return j
+	}
+	for _, o := range r.sessions {
+		if o != s && o.principal == s.principal {
+			if j := o.jobs[jobID]; j != nil {
+				return j
+			}
+		}
+	}
+	return nil
+}
+
+func (t *transport) subscribe(env *arcp.Envelope) {
+	r := t.r
+	p, err := arcp.DecodePayload[arcp.Subscribe](env)
+	if err != nil || p.JobID == "" {
+		t.reject(env, arcp.CodeInvalidRequest, "invalid job.subscribe payload", false)
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := t.sess
+	if s == nil || s.gone {
+		return
+	}
+	if !s.features[arcp.FeatureSubscribe] {
+		t.rejectLocked(env, arcp.CodeInvalidRequest, "subscribe was not negotiated", false)
+		return
+	}
+	j := r.findJobLocked(s, p.JobID)
+	if j == nil {
+		t.sendErrorLocked(&arcp.Error{Code: arcp.CodeJobNotFound, Message: "no such job", RequestID: env.ID, JobID: p.JobID}, false)
+		return
+	}
+	t.sendLocked(arcp.TypeSubscribed, j.id, arcp.Subscribed{JobID: j.id, FromEventSeq: p.FromEventSeq})
+	if j.sess == s {
+		return // its events reach this session anyway
+	}
+	if _, ok := j.subs[s]; ok {
+		return
+	}
+	if p.History && !j.sess.gone {
+		src := j.sess
+		for i := src.head; i < len(src.buf); i++ {
+			e := src.buf[i]
+			if e.jobID == j.id && e.seq >= p.FromEventSeq {
+				r.appendLocked(s, e.typ, j.id, j.traceID, e.payload)
+			}
+		}
+	}
+	if !j.terminal {
+		j.subs[s] = struct{}{}
+		s.subs[j] = struct{}{}
+	}
+}
+
+func (t *transport) unsubscribe(env *arcp.Envelope) {
+	r := t.r
+	p, err := arcp.DecodePayload[arcp.Unsubscribe](env)
+	if err != nil || p.JobID == "" {
+		t.reject(env, arcp.CodeInvalidRequest, "invalid job.unsubscribe payload", false)
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := t.sess
+	if s == nil || s.gone {
+		return
+	}
+	for j := range s.subs {
+		if j.id == p.JobID {
+			delete(s.subs, j)
+			delete(j.subs, s)
+		}
+	}
+}
+
+// closeSession ends the session gracefully: session.close is answered with
+// session.closed; session.bye and session.closed just close.
+func (t *transport) closeSession(env *arcp.Envelope) {
+	r := t.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := t.sess
+	if s == nil || s.gone {
+		return
+	}
+	var data []byte
+	if env.Type == arcp.TypeClose {
+		data = r.encodeControl(arcp.TypeClosed, s.id, "", arcp.Close{Reason: "closed by client"}, nil)
+	}
+	r.discardLocked(s, errSessionGone, false)
+	t.closeLocked(data, "session closed")
+	r.log.Debug("session closed by client", "session_id", s.id, "type", env.Type)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}

@@ -8,6 +8,12 @@
 // budgets that a gRPC service assigns to each of its methods, the streaming
 // limits of server-streaming methods, the status detail returned when a
 // budget runs out, and a service that reports the effective configuration.
+//
+// Callers in any language ask for a timeout with their gRPC deadline, or
+// explicitly with the request metadata "x-timeout-ms" (decimal milliseconds,
+// digits only). "x-timeout-ms: 0" asks for no timeout and is honoured only by
+// profiles with allow_infinite. Requests are clamped to the profile's bounds;
+// a call that asks for nothing gets the profile's default.
 
 package timeoutprofilev1
 
@@ -242,7 +248,8 @@ type TimeoutExceeded struct {
 	ProfileName string `protobuf:"bytes,1,opt,name=profile_name,json=profileName,proto3" json:"profile_name,omitempty"`
 	// The budget that was exceeded, in milliseconds.
 	ConfiguredTimeoutMs uint32 `protobuf:"varint,2,opt,name=configured_timeout_ms,json=configuredTimeoutMs,proto3" json:"configured_timeout_ms,omitempty"`
-	// Time elapsed when the limit fired, in milliseconds.
+	// Time elapsed when the limit fired, in milliseconds: since the start of
+	// the call, or for limit "gap" since the last message sent.
 	ElapsedMs uint32 `protobuf:"varint,3,opt,name=elapsed_ms,json=elapsedMs,proto3" json:"elapsed_ms,omitempty"`
 	// Fully qualified service name, e.g. "sessiongate.v1.SessionGateway".
 	Service string `protobuf:"bytes,4,opt,name=service,proto3" json:"service,omitempty"`
@@ -473,7 +480,9 @@ type ResolveProfileResponse struct {
 	Source ProfileSource `protobuf:"varint,2,opt,name=source,proto3,enum=timeoutprofile.v1.ProfileSource" json:"source,omitempty"`
 	// Human-readable explanation, e.g. "method option on /pkg.Svc/M".
 	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
-	// The streaming limits, for server-streaming methods that declare them.
+	// The streaming limits configured or declared for the method, if any. It is
+	// reported whatever the method's streaming kind; only streaming calls
+	// enforce it.
 	Streaming     *StreamingTimeoutPolicy `protobuf:"bytes,4,opt,name=streaming,proto3" json:"streaming,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -8,6 +8,12 @@
 // budgets that a gRPC service assigns to each of its methods, the streaming
 // limits of server-streaming methods, the status detail returned when a
 // budget runs out, and a service that reports the effective configuration.
+//
+// Callers in any language ask for a timeout with their gRPC deadline, or
+// explicitly with the request metadata "x-timeout-ms" (decimal milliseconds,
+// digits only). "x-timeout-ms: 0" asks for no timeout and is honoured only by
+// profiles with allow_infinite. Requests are clamped to the profile's bounds;
+// a call that asks for nothing gets the profile's default.
 
 package timeoutprofilev1
 

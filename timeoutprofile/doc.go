@@ -1,0 +1,221 @@
+// Package timeoutprofile implements SW4-002 timeout profiles for any grpc-go
+// service: every method runs under a named timeout budget (heartbeat 5 s,
+// tool_call 30 s, …) instead of one universal timeout, callers may ask for
+// more or less within the profile's bounds, and a budget that runs out ends
+// the call with DEADLINE_EXCEEDED and details saying which profile, limit
+// and durations were involved.
+//
+// It depends on the standard library, grpc, protobuf and its own generated
+// types (timeoutprofile.v1) only. Prometheus metrics live in the
+// subpackage tpprom, which implements Observer.
+//
+// # Adopting it
+//
+//	cfg, err := timeoutprofile.LoadGlobal(os.Getenv) // standard + file + environment
+//	tp, err := timeoutprofile.New(timeoutprofile.WithConfig(cfg), timeoutprofile.WithLogger(log))
+//	srv := grpc.NewServer(
+//		grpc.ChainUnaryInterceptor(tp.UnaryServerInterceptor()),
+//		grpc.ChainStreamInterceptor(tp.StreamServerInterceptor()))
+//	timeoutprofilev1.RegisterTimeoutProfileServiceServer(srv, timeoutprofile.NewService(tp))
+//
+// and on the client side
+//
+//	conn, err := grpc.NewClient(target,
+//		grpc.WithChainUnaryInterceptor(tp.UnaryClientInterceptor()),
+//		grpc.WithChainStreamInterceptor(tp.StreamClientInterceptor()))
+//	resp, err := client.InvokeTool(ctx, req, timeoutprofile.CallTimeout(2*time.Minute))
+//
+// The interceptors have the standard signatures and compose in
+// grpc.ChainUnaryInterceptor or go-grpc-middleware v2 chains. Put the server
+// interceptors after authentication (the caller identity is read from the
+// context) and close to the handler.
+//
+// # Profiles
+//
+// The twelve SW4-002 §1.2 profiles (StandardProfiles) plus "default", the
+// fallback for methods nothing else selects (SW4-002 §8: 30 s, bounds
+// 1 s–5 min, not infinite). Profile.Clamp applies the §2.2 rules to an
+// explicit request: below min → min; above max → max; 0 without
+// allow_infinite → default; otherwise as given.
+//
+// # Selection
+//
+// For a full method "/package.Service/Method", in order:
+//
+//  1. an explicit mapping in the configuration or WithMethodProfile: the
+//     method's own key, then its service's "/package.Service/*";
+//  2. the method's (timeoutprofile.v1.profile) option, read from the
+//     descriptors registered in protoregistry.GlobalFiles (WithFiles);
+//     an option naming an unknown profile is logged and ignored;
+//  3. the SW4-002 §3 guidance table, matched on the service's short name:
+//     the last element of its full name minus a "Service" suffix, case-
+//     sensitive, in any package ("sw4rm.registry.v1.RegistryService",
+//     "RegistryService" and "Registry" all match Registry);
+//  4. the fallback (WithFallback, the configuration's "fallback", default
+//     "default").
+//
+// The guidance table adds SW4RM's method names that §3 does not list:
+// Tool.Call and Tool.CallStream → tool_call; Tool.Cancel and
+// Scheduler.RequestPreemption → task_submit (they signal running work, like
+// Scheduler.CancelTask); Handoff.CompleteHandoff → handoff;
+// Handoff.GetPendingHandoffs → workflow_status and NegotiationRoom.GetVotes
+// → negotiation_decision (read-only).
+//
+// The streaming policy of a method is the configuration's (method key, then
+// service key, WithStreamingPolicy overriding the file), else its
+// (timeoutprofile.v1.streaming) option. An all-zero policy counts as none.
+//
+// Each method is resolved once and cached; afterwards finding a call's
+// profile is an atomic load and a map lookup. Resolve and the
+// TimeoutProfileService (NewService) report the profile, the rule that
+// chose it (ProfileSource) and a reason.
+//
+// # Customisation and precedence
+//
+// Per-call > client > global > standard (SW4-002 §2.3):
+//
+//   - standard: StandardProfiles.
+//   - global: the configuration file, then the environment (LoadGlobal),
+//     passed with WithConfig. The environment overrides the file field by
+//     field.
+//   - client: the options of New — WithProfile (complete profiles),
+//     WithMethodProfile, WithStreamingPolicy, WithFallback — override the
+//     global layer. On the server, per-caller overrides (the file's
+//     "callers", WithCallerProfile) apply on top for calls whose identity,
+//     given by the WithCallerIdentity function, matches.
+//   - per call: the request (below), clamped by the profile that results.
+//
+// # Environment
+//
+//	TIMEOUTPROFILE_FILE                     path of the JSON configuration file
+//	TIMEOUTPROFILE_FALLBACK                 fallback profile name
+//	TIMEOUTPROFILE_<PROFILE>_DEFAULT_MS     default_timeout_ms of a profile
+//	TIMEOUTPROFILE_<PROFILE>_MIN_MS         min_timeout_ms
+//	TIMEOUTPROFILE_<PROFILE>_MAX_MS         max_timeout_ms
+//	TIMEOUTPROFILE_<PROFILE>_ALLOW_INFINITE true or false
+//
+// <PROFILE> is the upper-cased profile name, e.g.
+// TIMEOUTPROFILE_TOOL_CALL_MAX_MS. Only profiles that exist (standard or
+// defined in the file) are looked up, so a variable for an unknown profile
+// is ignored, not rejected; new profiles are defined in the file. Empty
+// variables count as unset. Milliseconds are digits only.
+//
+// # Configuration file
+//
+// JSON only (YAML would need a dependency). Every section is optional;
+// unknown fields, duplicate keys, negative or fractional numbers and
+// unknown profile names are errors that name the field:
+//
+//	{
+//	  "fallback": "default",
+//	  "profiles": {
+//	    "tool_call": {"max_timeout_ms": 7200000},
+//	    "batch": {"default_timeout_ms": 600000, "min_timeout_ms": 1000,
+//	              "max_timeout_ms": 7200000, "allow_infinite": true}
+//	  },
+//	  "methods": {
+//	    "/acme.search.v1.Search/Query": "workflow_status",
+//	    "/acme.batch.v1.Batch/*": "batch"
+//	  },
+//	  "streaming": {
+//	    "/sessiongate.v1.SessionGateway/WatchJob":
+//	      {"initial_timeout_ms": 30000, "message_gap_timeout_ms": 60000, "total_timeout_ms": 0}
+//	  },
+//	  "callers": {
+//	    "batch-runner": {"tool_call": {"default_timeout_ms": 600000}}
+//	  }
+//	}
+//
+// "profiles" overrides fields of a known profile, or defines a new one (then
+// default_timeout_ms, min_timeout_ms and max_timeout_ms are required); every
+// profile must keep 0 < default and min <= default <= max. "methods" maps a
+// method or a whole service to a profile. "streaming" sets streaming
+// policies (same keys; omitted fields are 0, i.e. not enforced). "callers"
+// overrides profile fields for one caller identity. "fallback" names the
+// fallback profile.
+//
+// # The request of a call
+//
+// On the server, the request is the x-timeout-ms metadata (MetadataKey:
+// decimal milliseconds, digits only, at most 10 digits; anything else is
+// INVALID_ARGUMENT) if present, else the time left on the caller's gRPC
+// deadline. x-timeout-ms is the only way to ask for no timeout ("0"). A
+// request is clamped; a call with neither gets the profile's default, never
+// "no timeout". The caller's own deadline always still bounds the call: the
+// server may shorten it but never extends it — when clamping would (e.g. a
+// 200 ms deadline on a profile with a 1 s minimum) the caller's deadline is
+// kept, a warning logged and RuleKeptCallerDeadline counted.
+//
+// Clamps and kept deadlines are logged through slog (WithLogger) at Warn,
+// at most once per WithLogInterval per method and rule, with the number
+// suppressed in between; they are also counted through the Observer.
+//
+// On the Go client, UnaryClientInterceptor gives a call without a deadline
+// the profile's default as its deadline, and CallTimeout sets both the
+// (clamped) deadline and x-timeout-ms; an allowed infinite request sends
+// x-timeout-ms: 0 and sets no deadline. Note that when the client's deadline
+// and the server's budget are equal, the client's usually fires first and
+// the caller sees a plain DEADLINE_EXCEEDED from its own transport; the
+// details arrive when the server's budget is the shorter one.
+//
+// # Enforcement
+//
+// When the budget ends before the caller's deadline (or the caller set
+// none), the handler runs under a context whose Deadline is the budget's
+// end and which, when it runs out, is cancelled like one from
+// context.WithDeadlineCause: Err is context.DeadlineExceeded and
+// context.Cause is a *TimeoutError (which has a GRPCStatus method). When
+// the caller's deadline comes first, the handler gets the incoming context
+// unchanged. Either way a call whose budget ran out before its handler
+// returned ends with DEADLINE_EXCEEDED carrying a
+// timeoutprofile.v1.TimeoutExceeded and a google.rpc.ErrorInfo{reason:
+// "TIMEOUT_PROFILE_EXCEEDED", domain: "timeoutprofile"}, whatever the
+// handler returned; the message reads e.g. `timeout profile "tool_call"
+// exceeded: 1000ms configured, 1003ms elapsed (unary)`. FromError decodes
+// the detail on the caller's side.
+//
+// Streams: see StreamServerInterceptor. With a policy, the limits are the
+// time to the first message the handler sends ("initial"), the pause
+// between two ("gap") and a total ("total"): the clamped x-timeout-ms if
+// the caller sent one, else the policy's total. Without a policy the
+// profile's budget bounds the whole stream ("total").
+//
+// # Retries
+//
+// Timeouts are retryable (SW4-002 §5.2). RetryServiceConfig builds a gRPC
+// service config with a retryPolicy on DEADLINE_EXCEEDED and UNAVAILABLE,
+// exponential backoff with gRPC's jitter, bounded attempts and a retry
+// budget (retryThrottling). gRPC's built-in retries share the call's
+// deadline. For a budget per attempt use go-grpc-middleware v2's retry
+// interceptor outside this package's client interceptor:
+//
+//	grpc.WithChainUnaryInterceptor(
+//		retry.UnaryClientInterceptor(
+//			retry.WithCodes(codes.DeadlineExceeded, codes.Unavailable),
+//			retry.WithBackoff(retry.BackoffExponentialWithJitter(100*time.Millisecond, 0.2)),
+//			retry.WithMax(3)),
+//		tp.UnaryClientInterceptor())
+//
+// Each attempt then passes through tp's interceptor and gets its own
+// profile deadline, under the caller's overall deadline. The fast-fail
+// pattern shortens the budget on retries, so a struggling dependency is
+// abandoned quickly instead of being waited on as long again: give the
+// first attempt the profile's budget and later ones less, e.g. with
+// retry.WithPerRetryTimeout or a smaller CallTimeout when retrying by hand.
+// Keep the overall deadline and the retry budget so retries stay bounded.
+//
+// # Concurrency and resources
+//
+// An Enforcer is immutable after New and safe for concurrent use; its only
+// mutable state is the method cache (copy-on-write, inserts under a mutex)
+// and the log rate limiter (a mutex). The package starts no goroutines of
+// its own: budgets are enforced with timers (time.AfterFunc, pooled and
+// reused; one per call, reset on each message of a stream), whose
+// callbacks run on the runtime's timer goroutines; every timer is stopped
+// and every handler context cancelled when its call returns. Contexts
+// derived from a handler's context are cancelled through an AfterFunc hook
+// the context package uses instead of a goroutine; in the rare race where a
+// context is derived just as the call ends, the context package's contract
+// requires its cancellation to run on a short-lived goroutine. There is
+// nothing to close.
+package timeoutprofile

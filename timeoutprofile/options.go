@@ -1,0 +1,163 @@
+package timeoutprofile
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"google.golang.org/protobuf/reflect/protoregistry"
+)
+
+// An Option configures an Enforcer. Options that change the profile table
+// (WithProfile, WithMethodProfile, WithStreamingPolicy, WithFallback,
+// WithCallerProfile) form the client level of SW4-002 §2.3: they override
+// the global layer given by WithConfig.
+type Option interface {
+	apply(*options)
+}
+
+type optionFunc func(*options)
+
+func (f optionFunc) apply(o *options) { f(o) }
+
+type mapping struct{ pattern, profile string }
+
+type policyOption struct {
+	pattern string
+	policy  StreamingPolicy
+}
+
+type callerOption struct {
+	caller  string
+	profile Profile
+}
+
+type options struct {
+	config      *Config
+	profiles    []Profile
+	methods     []mapping
+	streaming   []policyOption
+	fallbacks   []string
+	callerFn    func(context.Context) string
+	callers     []callerOption
+	logger      *slog.Logger
+	logInterval time.Duration
+	observer    Observer
+	files       *protoregistry.Files
+	errs        []error
+}
+
+func defaultOptions() options {
+	return options{
+		logger:      slog.New(slog.DiscardHandler),
+		logInterval: 10 * time.Second,
+		observer:    nopObserver{},
+		files:       protoregistry.GlobalFiles,
+	}
+}
+
+// WithConfig sets the global layer, usually from LoadGlobal(os.Getenv).
+// Without it the Enforcer starts from the standard profiles alone.
+func WithConfig(c *Config) Option {
+	return optionFunc(func(o *options) {
+		if c == nil {
+			o.errs = append(o.errs, errors.New("WithConfig: nil Config"))
+		}
+		o.config = c
+	})
+}
+
+// WithProfile defines a profile, or replaces one of the same name, with the
+// complete values given. Defining the same name twice is an error.
+func WithProfile(p Profile) Option {
+	return optionFunc(func(o *options) { o.profiles = append(o.profiles, p) })
+}
+
+// WithMethodProfile maps a method ("/package.Service/Method") or every
+// method of a service ("/package.Service/*") to a profile. Such mappings
+// come first in profile selection; a method's own mapping beats its
+// service's. They override the configuration's mapping of the same key.
+func WithMethodProfile(pattern, profile string) Option {
+	return optionFunc(func(o *options) { o.methods = append(o.methods, mapping{pattern, profile}) })
+}
+
+// WithStreamingPolicy sets the streaming limits of a method or service
+// (same keys as WithMethodProfile), overriding the configuration and the
+// method's (timeoutprofile.v1.streaming) option.
+func WithStreamingPolicy(pattern string, p StreamingPolicy) Option {
+	return optionFunc(func(o *options) { o.streaming = append(o.streaming, policyOption{pattern, p}) })
+}
+
+// WithFallback names the profile of methods that nothing else selects
+// (default: FallbackProfile, or the configuration's "fallback").
+func WithFallback(profile string) Option {
+	return optionFunc(func(o *options) { o.fallbacks = append(o.fallbacks, profile) })
+}
+
+// WithCallerIdentity sets how the server interceptors tell callers apart,
+// for per-caller overrides: fn returns the caller's identity from the
+// call's context (for example what an authentication interceptor stored).
+// fn runs on every call of a method that has per-caller overrides, so it
+// should be cheap. Client interceptors ignore it.
+func WithCallerIdentity(fn func(context.Context) string) Option {
+	return optionFunc(func(o *options) {
+		if fn == nil {
+			o.errs = append(o.errs, errors.New("WithCallerIdentity: nil function"))
+		}
+		o.callerFn = fn
+	})
+}
+
+// WithCallerProfile replaces, for calls from caller only, the profile named
+// p.Name with p: a batch caller can get longer tool_call budgets than an
+// interactive one. It overrides the configuration's "callers" entry for the
+// same caller and profile. It needs WithCallerIdentity on the server.
+func WithCallerProfile(caller string, p Profile) Option {
+	return optionFunc(func(o *options) { o.callers = append(o.callers, callerOption{caller, p}) })
+}
+
+// WithLogger sets where warnings go: clamped overrides, kept caller
+// deadlines, timeouts, unknown profiles in method options (default:
+// discard).
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(o *options) {
+		if l == nil {
+			o.errs = append(o.errs, errors.New("WithLogger: nil logger"))
+		}
+		o.logger = l
+	})
+}
+
+// WithLogInterval sets how often at most the same warning (same method,
+// same rule) is logged; the warnings held back in between are counted in
+// the next one's "suppressed" attribute (default 10 s).
+func WithLogInterval(d time.Duration) Option {
+	return optionFunc(func(o *options) {
+		if d <= 0 {
+			o.errs = append(o.errs, errors.New("WithLogInterval: must be positive"))
+		}
+		o.logInterval = d
+	})
+}
+
+// WithObserver sets the receiver of metric events, such as tpprom's.
+func WithObserver(obs Observer) Option {
+	return optionFunc(func(o *options) {
+		if obs == nil {
+			o.errs = append(o.errs, errors.New("WithObserver: nil Observer"))
+		}
+		o.observer = obs
+	})
+}
+
+// WithFiles sets where method options are looked up (default
+// protoregistry.GlobalFiles, where generated code registers itself).
+func WithFiles(files *protoregistry.Files) Option {
+	return optionFunc(func(o *options) {
+		if files == nil {
+			o.errs = append(o.errs, errors.New("WithFiles: nil registry"))
+		}
+		o.files = files
+	})
+}

@@ -137,6 +137,7 @@ type Table[C Conn] struct {
 	reserved map[string]int                      // guarded by mu: Opens in progress per caller
 	nres     int                                 // guarded by mu: total of reserved
 	draining bool                                // guarded by mu
+	drained  atomic.Bool                         // set with draining; read without mu
 
 	closers sync.WaitGroup
 }
@@ -272,8 +273,12 @@ func (t *Table[C]) Get(id, caller string) (*Session[C], bool) {
 
 // Acquire returns caller's session for a call and marks it busy; release must
 // be called when the call ends, and resets the idle clock. A lost session is
-// removed and reported as *LostError.
+// removed and reported as *LostError; once Drain has begun every Acquire
+// reports ErrDraining.
 func (t *Table[C]) Acquire(id, caller string) (s *Session[C], release func(), err error) {
+	if t.drained.Load() {
+		return nil, nil, ErrDraining
+	}
 	s, ok := t.Get(id, caller)
 	if !ok || s.closing.Load() {
 		return nil, nil, ErrNotFound
@@ -334,6 +339,7 @@ func (t *Table[C]) Len() int {
 func (t *Table[C]) Drain(ctx context.Context) error {
 	t.mu.Lock()
 	t.draining = true
+	t.drained.Store(true)
 	all := make([]*Session[C], 0, len(t.byID))
 	for _, s := range t.byID {
 		if s.closing.CompareAndSwap(false, true) {

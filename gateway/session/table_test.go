@@ -241,4 +241,7 @@ func TestDrain(t *testing.T) {
 	if _, err := tb.Open(ctx, "a", "d", func(context.Context) (*fakeConn, error) { return newFake(), nil }); !errors.Is(err, ErrDraining) {
 		t.Fatalf("Open after Drain: %v", err)
 	}
+	if _, _, err := tb.Acquire("s1.gw-test.AAAAAAAAAAAAAAAAAAAAAA", "a"); !errors.Is(err, ErrDraining) {
+		t.Fatalf("Acquire after Drain: %v", err)
+	}
 }

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+)
+
+// options are the command's settings, from flags, else environment, else defaults.
+type options struct {
+	listen, admin       string
+	runtimes            listFlag // name=ws://host:port/arcp
+	upstreamToken       string
+	clientTokens        listFlag // name=token
+	profileFile         string
+	instanceID          string
+	idleTimeout         time.Duration
+	maxSessions         int
+	maxPerCaller        int
+	maxJobsPerSession   int
+	maxInputBytes       int
+	maxFrameBytes       int64
+	initTimeout         time.Duration
+	requestTimeout      time.Duration
+	backoffMax          time.Duration
+	shutdownTimeout     time.Duration
+	logLevel, logFormat string
+}
+
+// listFlag is a repeatable flag; its environment form is comma-separated.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// envFlag describes one flag and its environment variable.
+type envFlag struct{ flag, env string }
+
+func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	vars := []envFlag{}
+	str := func(p *string, name, env, def, usage string) {
+		fs.StringVar(p, name, def, usage+" (env "+env+")")
+		vars = append(vars, envFlag{name, env})
+	}
+	dur := func(p *time.Duration, name, env string, def time.Duration, usage string) {
+		fs.DurationVar(p, name, def, usage+" (env "+env+")")
+		vars = append(vars, envFlag{name, env})
+	}
+	num := func(p *int, name, env string, def int, usage string) {
+		fs.IntVar(p, name, def, usage+" (env "+env+")")
+		vars = append(vars, envFlag{name, env})
+	}
+	str(&o.listen, "listen", "SESSIONGATE_LISTEN", "127.0.0.1:50051", "gRPC listen address")
+	str(&o.admin, "admin", "SESSIONGATE_ADMIN", "127.0.0.1:8080", "admin HTTP address: /metrics, /healthz, /v1/sessions/{id}/status")
+	fs.Var(&o.runtimes, "runtime", "upstream runtime name=ws://host:port/arcp, repeatable; the first is the default; none = embedded reference runtime (env SESSIONGATE_RUNTIMES, comma-separated)")
+	str(&o.upstreamToken, "upstream-token", "SESSIONGATE_UPSTREAM_TOKEN", "", "bearer token presented to runtimes when the caller gives none")
+	fs.Var(&o.clientTokens, "client-token", "caller identity name=token, repeatable; when set, callers must send authorization: Bearer <token> (env SESSIONGATE_CLIENT_TOKENS, comma-separated)")
+	str(&o.profileFile, "timeout-profiles", "TIMEOUTPROFILE_FILE", "", "timeout profile configuration file (JSON)")
+	str(&o.instanceID, "instance-id", "SESSIONGATE_INSTANCE_ID", "", "this instance's id in session ids, [a-z0-9-]{1,32} (default: random)")
+	dur(&o.idleTimeout, "idle-timeout", "SESSIONGATE_IDLE_TIMEOUT", 30*time.Minute, "close sessions idle (no call, no running job) this long")
+	num(&o.maxSessions, "max-sessions", "SESSIONGATE_MAX_SESSIONS", 100_000, "cap on all sessions")
+	num(&o.maxPerCaller, "max-sessions-per-caller", "SESSIONGATE_MAX_SESSIONS_PER_CALLER", 1_000, "cap on one caller's sessions")
+	num(&o.maxJobsPerSession, "max-jobs-per-session", "SESSIONGATE_MAX_JOBS_PER_SESSION", 100, "cap on live jobs per session")
+	num(&o.maxInputBytes, "max-input-bytes", "SESSIONGATE_MAX_INPUT_BYTES", 8<<20, "cap on a job's input")
+	var frame int
+	num(&frame, "max-frame-bytes", "SESSIONGATE_MAX_FRAME_BYTES", 16<<20, "cap on an upstream WebSocket frame")
+	dur(&o.initTimeout, "init-timeout", "SESSIONGATE_INIT_TIMEOUT", 10*time.Second, "upstream handshake timeout")
+	dur(&o.requestTimeout, "request-timeout", "SESSIONGATE_REQUEST_TIMEOUT", 30*time.Second, "default upstream request timeout (a term of the tombstone TTL)")
+	dur(&o.backoffMax, "backoff-max", "SESSIONGATE_BACKOFF_MAX", 30*time.Second, "longest upstream reconnect backoff")
+	dur(&o.shutdownTimeout, "shutdown-timeout", "SESSIONGATE_SHUTDOWN_TIMEOUT", 30*time.Second, "graceful shutdown deadline before a hard stop")
+	str(&o.logLevel, "log-level", "SESSIONGATE_LOG_LEVEL", "info", "debug, info, warn or error")
+	str(&o.logFormat, "log-format", "SESSIONGATE_LOG_FORMAT", "auto", "json, text, or auto (text on a terminal, else JSON)")
+
+	// Environment first, so that flags given on the command line win.
+	for _, v := range vars {
+		if val := getenv(v.env); val != "" {
+			if err := fs.Set(v.flag, val); err != nil {
+				return nil, fmt.Errorf("%s=%q: %w", v.env, val, err)
+			}
+		}
+	}
+	for env, l := range map[string]*listFlag{"SESSIONGATE_RUNTIMES": &o.runtimes, "SESSIONGATE_CLIENT_TOKENS": &o.clientTokens} {
+		if val := getenv(env); val != "" {
+			for _, item := range strings.Split(val, ",") {
+				if item = strings.TrimSpace(item); item != "" {
+					*l = append(*l, item)
+				}
+			}
+		}
+	}
+	envRuntimes, envTokens := len(o.runtimes), len(o.clientTokens)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	// Repeatable flags given on the command line replace the environment's.
+	if len(o.runtimes) > envRuntimes && envRuntimes > 0 {
+		o.runtimes = o.runtimes[envRuntimes:]
+	}
+	if len(o.clientTokens) > envTokens && envTokens > 0 {
+		o.clientTokens = o.clientTokens[envTokens:]
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	o.maxFrameBytes = int64(frame)
+	if o.instanceID == "" {
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		o.instanceID = "gw-" + hex.EncodeToString(b[:])
+	}
+	return o, nil
+}
+
+func splitPairs(flagName string, items []string) ([][2]string, error) {
+	out := make([][2]string, 0, len(items))
+	for _, it := range items {
+		k, v, ok := strings.Cut(it, "=")
+		if !ok || k == "" || v == "" {
+			return nil, fmt.Errorf("--%s %q: want name=value", flagName, it)
+		}
+		out = append(out, [2]string{k, v})
+	}
+	return out, nil
+}
+
+func newLogger(level, format string, w io.Writer) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: %w", level, err)
+	}
+	hopts := &slog.HandlerOptions{Level: lvl}
+	switch format {
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, hopts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(w, hopts)), nil
+	case "auto":
+		if f, ok := w.(*os.File); ok {
+			if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+				return slog.New(slog.NewTextHandler(w, hopts)), nil
+			}
+		}
+		return slog.New(slog.NewJSONHandler(w, hopts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want json, text or auto", format)
+}

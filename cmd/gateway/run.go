@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/sessiongate/sessiongate/gateway/arcpruntime"
+	"github.com/sessiongate/sessiongate/gateway/server"
+	"github.com/sessiongate/sessiongate/gateway/upstream"
+	"github.com/sessiongate/sessiongate/timeoutprofile"
+)
+
+// run is the whole command; main only supplies the process's environment.
+// It returns when ctx ends (SIGTERM) and the gateway has drained.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "profiles" {
+		return printProfiles(args[1:], getenv, stdout)
+	}
+	o, err := parseOptions(args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(o.logLevel, o.logFormat, stderr)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	profiles, err := timeoutprofile.LoadGlobal(profileEnv(getenv, o.profileFile))
+	if err != nil {
+		return err
+	}
+	tokens := map[string]string{}
+	pairs, err := splitPairs("client-token", o.clientTokens)
+	if err != nil {
+		return err
+	}
+	for _, p := range pairs {
+		tokens[p[1]] = p[0]
+	}
+
+	var runtimes []server.Runtime
+	pairs, err = splitPairs("runtime", o.runtimes)
+	if err != nil {
+		return err
+	}
+	for _, p := range pairs {
+		runtimes = append(runtimes, server.Runtime{Name: p[0], URL: p[1]})
+	}
+	var embedded *arcpruntime.Server
+	if len(runtimes) == 0 {
+		embedded, err = arcpruntime.Listen("127.0.0.1:0", arcpruntime.Options{Logger: log.With("component", "runtime")})
+		if err != nil {
+			return fmt.Errorf("embedded runtime: %w", err)
+		}
+		defer embedded.Close()
+		runtimes = []server.Runtime{{Name: "default", URL: embedded.URL()}}
+		log.Info("embedded reference runtime", "url", embedded.URL())
+	}
+
+	gw, err := server.New(server.Config{
+		InstanceID:           o.instanceID,
+		Runtimes:             runtimes,
+		UpstreamToken:        o.upstreamToken,
+		ClientTokens:         tokens,
+		MaxSessions:          o.maxSessions,
+		MaxSessionsPerCaller: o.maxPerCaller,
+		IdleTimeout:          o.idleTimeout,
+		MaxInputBytes:        o.maxInputBytes,
+		Upstream: upstream.Config{
+			InitTimeout:    o.initTimeout,
+			RequestTimeout: o.requestTimeout,
+			BackoffMax:     o.backoffMax,
+			MaxLiveJobs:    o.maxJobsPerSession,
+			MaxFrameBytes:  o.maxFrameBytes,
+		},
+		TimeoutProfiles: profiles,
+		Registry:        reg,
+		Logger:          log,
+	})
+	if err != nil {
+		return err
+	}
+	grpcLis, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("gRPC listener: %w", err)
+	}
+	adminLis, err := net.Listen("tcp", o.admin)
+	if err != nil {
+		grpcLis.Close()
+		return fmt.Errorf("admin listener: %w", err)
+	}
+	admin := &http.Server{Handler: gw.AdminHandler(), ReadHeaderTimeout: 5 * time.Second}
+
+	log.Info("sessiongate serving", "grpc", grpcLis.Addr().String(), "admin", adminLis.Addr().String(),
+		"instance_id", gw.InstanceID(), "runtimes", len(runtimes))
+	if embedded != nil {
+		printTryIt(stdout, grpcLis.Addr().String(), adminLis.Addr().String())
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return gw.Serve(grpcLis) })
+	g.Go(func() error {
+		if err := admin.Serve(adminLis); !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		log.Info("shutting down: draining sessions", "deadline", o.shutdownTimeout)
+		sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
+		defer cancel()
+		err := gw.Shutdown(sctx)
+		_ = admin.Shutdown(sctx)
+		log.Info("shutdown complete", "err", err)
+		return nil
+	})
+	return g.Wait()
+}
+
+func printTryIt(w io.Writer, grpcAddr, adminAddr string) {
+	fmt.Fprintf(w, `sessiongate is serving gRPC on %[1]s (admin HTTP on %[2]s) with the embedded reference runtime.
+Try it (go install github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.4):
+  grpcurl -plaintext %[1]s list sessiongate.v1.SessionGateway
+  grpcurl -plaintext -d '{"client_name":"try"}' %[1]s sessiongate.v1.SessionGateway/OpenSession
+  grpcurl -plaintext -d '{"session_id":"<id>","agent":"echo","input":{"hello":"world"}}' %[1]s sessiongate.v1.SessionGateway/RunJob
+  curl -s http://%[2]s/v1/sessions/<id>/status
+See README.md, "Quickstart", for more.
+`, grpcAddr, adminAddr)
+}

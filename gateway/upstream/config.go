@@ -1,0 +1,189 @@
+package upstream
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/sessiongate/sessiongate/gateway/arcp"
+	"github.com/sessiongate/sessiongate/gateway/tombstone"
+)
+
+// Config is the data an upstream connection is made of. Zero fields take the
+// defaults below; Dial validates the result once.
+type Config struct {
+	URL    string // ws://host:port/arcp or wss://…
+	Token  string // bearer token sent in hello.auth
+	Client arcp.ClientInfo
+	// Features requested in hello. Nil means DefaultFeatures; an empty
+	// non-nil slice requests none. Only the intersection with the welcome's
+	// list is ever used.
+	Features []string
+
+	InitTimeout    time.Duration // handshake timeout (dial + hello + welcome), default 10s
+	RequestTimeout time.Duration // default 30s: a tombstone TTL term, and the wait of a call whose ctx has no deadline
+	BackoffInitial time.Duration // first reconnect delay, default 1s; doubles per attempt
+	BackoffMax     time.Duration // default 30s; each delay gets ±20% jitter
+
+	MaxLiveJobs       int           // live (non-terminal) jobs plus unanswered submits per session, default 100
+	MaxBufferedEvents int           // retained job log items per session, default 10,000
+	MaxBufferedBytes  int64         // retained job log bytes per session, default 16 MiB
+	MaxFrameBytes     int64         // WebSocket read limit and largest frame sent, default 16 MiB
+	MaxTombstones     int           // tombstones per connection, default 100,000; beyond it the soonest-expiring is evicted and counted
+	JobRetention      time.Duration // how long a finished job stays watchable, default 5 min
+
+	Counters   *Counters // shared across connections for metrics; nil = private
+	Logger     *slog.Logger
+	HTTPClient *http.Client // optional, for dialing
+
+	knobs *knobs // test-only overrides, set through export_test.go
+}
+
+// knobs are internal tuning values that tests shorten.
+type knobs struct {
+	tombstoneSlack time.Duration // the TTL's 5 s epsilon
+	housekeeping   time.Duration // period of the expiry / stall checks
+	ackEvery       time.Duration // ack rate limit
+	ackBatch       uint64        // ack at once after this many events
+	pressureGrace  time.Duration // how long back-pressure may last before the slowest watcher fails
+	noTraceIDs     bool          // do not stamp submits with trace ids (tests the pure FIFO)
+}
+
+// DefaultFeatures are requested when Config.Features is nil.
+var DefaultFeatures = []string{arcp.FeatureHeartbeat, arcp.FeatureAck, arcp.FeatureListJobs, arcp.FeatureSubscribe}
+
+// Defaults.
+const (
+	DefaultInitTimeout       = 10 * time.Second
+	DefaultRequestTimeout    = 30 * time.Second
+	DefaultBackoffInitial    = time.Second
+	DefaultBackoffMax        = 30 * time.Second
+	DefaultMaxLiveJobs       = 100
+	DefaultMaxBufferedEvents = 10_000
+	DefaultMaxBufferedBytes  = 16 << 20
+	DefaultMaxFrameBytes     = 16 << 20
+	DefaultMaxTombstones     = 100_000
+	DefaultJobRetention      = 5 * time.Minute
+
+	// minFrameBytes keeps the read limit large enough for a welcome.
+	minFrameBytes = 1 << 10
+	// outboxCap bounds the caller frames (submit, cancel, list_jobs,
+	// subscribe) waiting for the writer; callers beyond it wait.
+	outboxCap = 4096
+	// ctrlCap bounds the connection's own frames (pongs, orphan cancels,
+	// pings, acks) waiting for the writer; beyond it they are dropped and
+	// counted (ControlDrops).
+	ctrlCap = 4096
+	// maxProgressless is how many consecutive resumes caused by an oversize
+	// frame or an event_seq gap, with no new event in between, end the
+	// session: the runtime keeps replaying a frame we cannot take.
+	maxProgressless = 3
+)
+
+func (c Config) withDefaults() Config {
+	if c.Features == nil {
+		c.Features = DefaultFeatures
+	}
+	c.Features = append([]string(nil), c.Features...)
+	setDur := func(p *time.Duration, d time.Duration) {
+		if *p == 0 {
+			*p = d
+		}
+	}
+	setDur(&c.InitTimeout, DefaultInitTimeout)
+	setDur(&c.RequestTimeout, DefaultRequestTimeout)
+	setDur(&c.BackoffInitial, DefaultBackoffInitial)
+	setDur(&c.BackoffMax, DefaultBackoffMax)
+	setDur(&c.JobRetention, DefaultJobRetention)
+	if c.MaxLiveJobs == 0 {
+		c.MaxLiveJobs = DefaultMaxLiveJobs
+	}
+	if c.MaxBufferedEvents == 0 {
+		c.MaxBufferedEvents = DefaultMaxBufferedEvents
+	}
+	if c.MaxBufferedBytes == 0 {
+		c.MaxBufferedBytes = DefaultMaxBufferedBytes
+	}
+	if c.MaxFrameBytes == 0 {
+		c.MaxFrameBytes = DefaultMaxFrameBytes
+	}
+	if c.MaxTombstones == 0 {
+		c.MaxTombstones = DefaultMaxTombstones
+	}
+	if c.Counters == nil {
+		c.Counters = &Counters{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	k := knobs{}
+	if c.knobs != nil {
+		k = *c.knobs
+	}
+	setDur(&k.tombstoneSlack, tombstone.Epsilon)
+	setDur(&k.ackEvery, 250*time.Millisecond)
+	setDur(&k.pressureGrace, 5*time.Second)
+	if k.ackBatch == 0 {
+		k.ackBatch = 32
+	}
+	if k.housekeeping == 0 {
+		ttl := tombstone.TTLWithSlack(c.RequestTimeout, c.InitTimeout, c.BackoffMax, 0, k.tombstoneSlack)
+		k.housekeeping = min(max(ttl/16, 5*time.Millisecond), time.Second)
+		k.housekeeping = min(k.housekeeping, max(c.JobRetention/4, 5*time.Millisecond))
+	}
+	c.knobs = &k
+	return c
+}
+
+// validate is the one check of a defaulted Config.
+func (c Config) validate() error {
+	var errs []error
+	u, err := url.Parse(c.URL)
+	switch {
+	case c.URL == "":
+		errs = append(errs, errors.New("URL is required"))
+	case err != nil:
+		errs = append(errs, fmt.Errorf("URL: %w", err))
+	case u.Scheme != "ws" && u.Scheme != "wss":
+		errs = append(errs, fmt.Errorf("URL scheme %q: want ws or wss", u.Scheme))
+	case u.Host == "":
+		errs = append(errs, errors.New("URL has no host"))
+	}
+	for _, f := range c.Features {
+		if f == "" {
+			errs = append(errs, errors.New("empty feature name"))
+		}
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"InitTimeout", c.InitTimeout}, {"RequestTimeout", c.RequestTimeout},
+		{"BackoffInitial", c.BackoffInitial}, {"BackoffMax", c.BackoffMax}, {"JobRetention", c.JobRetention},
+	} {
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("%s %v is negative", d.name, d.v))
+		}
+	}
+	if c.BackoffInitial > c.BackoffMax {
+		errs = append(errs, fmt.Errorf("BackoffInitial %v exceeds BackoffMax %v", c.BackoffInitial, c.BackoffMax))
+	}
+	if c.MaxLiveJobs < 0 || c.MaxBufferedEvents < 0 || c.MaxBufferedBytes < 0 || c.MaxTombstones < 0 {
+		errs = append(errs, errors.New("caps must not be negative"))
+	}
+	if c.MaxFrameBytes < minFrameBytes {
+		errs = append(errs, fmt.Errorf("MaxFrameBytes %d is below %d", c.MaxFrameBytes, minFrameBytes))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("upstream: invalid config: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// tombstoneTTL is the lifetime of a tombstone for a call with budget.
+func (c *Config) tombstoneTTL(budget time.Duration) time.Duration {
+	return tombstone.TTLWithSlack(c.RequestTimeout, c.InitTimeout, c.BackoffMax, budget, c.knobs.tombstoneSlack)
+}

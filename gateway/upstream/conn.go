@@ -1,0 +1,310 @@
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sessiongate/sessiongate/gateway/arcp"
+	"github.com/sessiongate/sessiongate/gateway/tombstone"
+)
+
+// HeartbeatIntervalMSExtension is the welcome extension carrying the exact
+// heartbeat interval in milliseconds; it is preferred over
+// heartbeat_interval_sec when present.
+const HeartbeatIntervalMSExtension = "x-vendor.sessiongate.heartbeat_interval_ms"
+
+// Status is a snapshot of a connection, taken without locks or side effects.
+type Status struct {
+	State        State
+	Generation   uint64 // bumped on every successful (re)initialisation; 1 after Dial
+	LastEventSeq uint64
+	SessionID    string
+	Features     []string // negotiated; shared and immutable, do not modify
+	Runtime      arcp.RuntimeInfo
+}
+
+// Conn is one ARCP session over one WebSocket at a time, resumed across
+// transport drops. See the package documentation for its goroutines, its
+// correlation rules and its concurrency contract. All exported methods are
+// safe for concurrent use.
+type Conn struct {
+	// Immutable after Dial.
+	cfg        Config
+	log        *slog.Logger
+	ctr        *Counters
+	sessionID  string
+	features   []string
+	feat       featureSet
+	welcome    arcp.Welcome // the first welcome
+	defaultTTL time.Duration
+	epoch      time.Time // origin of the monotonic clock readings below
+
+	// Lifetime. ctx is the parent of every transport context; cancel is the
+	// hard stop. closeCtx is cancelled by the first Close.
+	ctx         context.Context
+	cancel      context.CancelFunc
+	closeCtx    context.Context
+	closeCancel context.CancelFunc
+	closeOnce   sync.Once
+	done        chan struct{} // closed when the session has ended
+	runDone     chan struct{} // closed when the supervisor goroutine has returned
+	closedRecv  chan struct{} // closed when session.closed/bye arrives during Close
+	wake        chan struct{} // cap 1: the writer has something to take
+	kick        chan struct{} // cap 1: the supervisor should arm the ack timer
+
+	// Lock-free, for Status and the heartbeat.
+	state    atomic.Int32
+	gen      atomic.Uint64
+	lastSeq  atomic.Uint64 // written under mu, read anywhere
+	runtime  atomic.Pointer[arcp.RuntimeInfo]
+	active   atomic.Int64 // live jobs, mirrors liveJobs
+	lastRecv atomic.Int64 // c.mono() of the last frame received
+	lastSend atomic.Int64 // c.mono() of the last frame written (or ping queued)
+
+	mu sync.Mutex
+	// Guarded by mu.
+	ended        bool
+	err          error      // why the session ended; set before done closes
+	fatal        error      // set by the reader when the runtime ends the session
+	closeResult  error      // what the first Close returns
+	tr           *transport // current transport; nil while reconnecting or after a drop decision
+	resumeToken  string
+	resumeWindow time.Duration
+	hbInterval   time.Duration
+	tokens       []string // resume tokens seen, newest last (bounded; for tests)
+	out          outbox
+	spaceCh      chan struct{} // closed and replaced when the outbox frees space
+	ctrl         [][]byte      // own frames for the current transport
+	fifo         fifo
+	pending      map[string]*request // sent, unanswered requests by envelope id
+	jobs         map[string]*job     // live and finished (until JobRetention) jobs
+	live         map[*job]struct{}   // the live ones
+	finished     jobQueue            // the finished ones, oldest first
+	liveJobs     int
+	inflight     int // submits queued or sent, neither answered nor abandoned
+	bufEvents    int
+	bufBytes     int64
+	tombs        *tombstone.Store
+	lastAcked    uint64
+	ackWanted    bool // the writer should send an ack
+	ackPaused    bool // back-pressure: do not ack
+	pausedAt     time.Time
+	echoTrace    bool // the runtime was seen copying our trace ids onto job.accepted
+	progressless int  // consecutive gap/oversize drops without a new event
+	lastDropSeq  uint64
+	orphans      []string            // orphan job ids cancelled, newest last (bounded; for tests)
+	orphanWait   map[string]struct{} // orphans whose cancel is not confirmed yet: re-sent after a resume
+	hbLost       []heartbeatLoss
+}
+
+type featureSet struct{ heartbeat, ack, listJobs, subscribe bool }
+
+type heartbeatLoss struct{ lastRecv, detected time.Time }
+
+// Dial validates cfg, dials cfg.URL and performs the handshake within
+// cfg.InitTimeout (and ctx). A session.error during the handshake is returned
+// as *arcp.Error. On success the connection's goroutines are running; Close
+// (or the end of the session) stops them.
+func Dial(ctx context.Context, cfg Config) (*Conn, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	c := newConn(cfg)
+	hs, err := c.handshake(ctx, nil)
+	if err != nil {
+		c.state.Store(int32(StateClosed))
+		c.cancel()
+		c.closeCancel()
+		return nil, err
+	}
+	c.sessionID = hs.sessionID
+	c.setFeatures(arcp.Intersect(cfg.Features, hs.welcome.Capabilities.Features))
+	c.welcome = hs.welcome
+
+	c.mu.Lock()
+	c.recordWelcomeLocked(hs)
+	t := c.newTransportLocked(hs)
+	c.mu.Unlock()
+	c.moveTo(StateReady)
+	c.log.Debug("upstream session ready", "session_id", c.sessionID, "features", c.features)
+	go c.run(t)
+	return c, nil
+}
+
+// newConn returns a connection in StateConnecting for a validated cfg.
+func newConn(cfg Config) *Conn {
+	c := &Conn{
+		cfg:        cfg,
+		log:        cfg.Logger,
+		ctr:        cfg.Counters,
+		epoch:      time.Now(),
+		done:       make(chan struct{}),
+		runDone:    make(chan struct{}),
+		closedRecv: make(chan struct{}),
+		wake:       make(chan struct{}, 1),
+		kick:       make(chan struct{}, 1),
+		pending:    make(map[string]*request),
+		jobs:       make(map[string]*job),
+		live:       make(map[*job]struct{}),
+		orphanWait: make(map[string]struct{}),
+	}
+	c.defaultTTL = cfg.tombstoneTTL(0)
+	c.tombs = tombstone.New(cfg.MaxTombstones,
+		tombstone.WithResolution(min(max(c.defaultTTL/64, time.Millisecond), time.Second)))
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.closeCtx, c.closeCancel = context.WithCancel(context.Background())
+	c.state.Store(int32(StateConnecting))
+	return c
+}
+
+func (c *Conn) setFeatures(f []string) {
+	c.features = f
+	c.feat = featureSet{
+		heartbeat: slices.Contains(f, arcp.FeatureHeartbeat),
+		ack:       slices.Contains(f, arcp.FeatureAck),
+		listJobs:  slices.Contains(f, arcp.FeatureListJobs),
+		subscribe: slices.Contains(f, arcp.FeatureSubscribe),
+	}
+}
+
+// recordWelcomeLocked stores what every welcome (first or resumed) carries.
+func (c *Conn) recordWelcomeLocked(hs *handshakeResult) {
+	c.resumeToken = hs.welcome.ResumeToken
+	c.tokens = append(c.tokens, hs.welcome.ResumeToken)
+	if len(c.tokens) > 256 {
+		c.tokens = slices.Delete(c.tokens, 0, len(c.tokens)-256)
+	}
+	c.resumeWindow = time.Duration(hs.welcome.ResumeWindowSec) * time.Second
+	if c.resumeWindow <= 0 {
+		c.resumeWindow = 600 * time.Second
+	}
+	c.hbInterval = hs.heartbeat
+	rt := hs.welcome.Runtime
+	c.runtime.Store(&rt)
+}
+
+// heartbeatInterval reads the welcome's interval: the millisecond extension
+// when present, else heartbeat_interval_sec, else the protocol's default 30 s.
+func heartbeatInterval(env *arcp.Envelope, w *arcp.Welcome) time.Duration {
+	if raw, ok := env.Extensions[HeartbeatIntervalMSExtension]; ok {
+		var ms int64
+		if json.Unmarshal(raw, &ms) == nil && ms > 0 {
+			return time.Duration(ms) * time.Millisecond
+		}
+	}
+	if w.HeartbeatIntervalSec > 0 {
+		return time.Duration(w.HeartbeatIntervalSec) * time.Second
+	}
+	return 30 * time.Second
+}
+
+// Status returns a snapshot: atomic loads only, no lock, no traffic.
+func (c *Conn) Status() Status {
+	st := Status{
+		State:        State(c.state.Load()),
+		Generation:   c.gen.Load(),
+		LastEventSeq: c.lastSeq.Load(),
+		SessionID:    c.sessionID,
+		Features:     c.features,
+	}
+	if rt := c.runtime.Load(); rt != nil {
+		st.Runtime = *rt
+	}
+	return st
+}
+
+// Welcome returns the first welcome (runtime, agents, features offered).
+func (c *Conn) Welcome() arcp.Welcome { return c.welcome }
+
+// ActiveJobs returns the number of live (non-terminal) jobs.
+func (c *Conn) ActiveJobs() int { return int(c.active.Load()) }
+
+// Done is closed when the session has ended (closed or lost).
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Err says why the session ended: ErrClosed (possibly wrapped) or a
+// *LostError. It is nil while the session is live.
+func (c *Conn) Err() error {
+	select {
+	case <-c.done:
+	default:
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Close ends the session gracefully: it sends session.close, waits for
+// session.closed or session.bye (bounded by ctx and by InitTimeout), closes
+// the transport, fails every waiter with ErrClosed and waits for the
+// connection's goroutines. When ctx ends first the transport is closed at
+// once. Close is idempotent; only the first call reports an unclean close.
+func (c *Conn) Close(ctx context.Context) error {
+	first := false
+	c.closeOnce.Do(func() {
+		first = true
+		c.closeCancel()
+	})
+	stop := context.AfterFunc(ctx, c.cancel)
+	<-c.runDone
+	stop()
+	if !first {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closeResult
+}
+
+// moveTo enters state to, if the state machine allows it from the current
+// state. A refused transition is a bug; it is logged and ignored.
+func (c *Conn) moveTo(to State) bool {
+	for {
+		from := State(c.state.Load())
+		if from == to {
+			return true
+		}
+		if !canTransition(from, to) {
+			c.log.Error("upstream: refused state transition", "from", from, "to", to)
+			return false
+		}
+		if c.state.CompareAndSwap(int32(from), int32(to)) {
+			return true
+		}
+	}
+}
+
+// mono returns the monotonic time since the connection's epoch.
+func (c *Conn) mono() int64 { return int64(time.Since(c.epoch)) }
+
+func (c *Conn) wakeWriter() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (c *Conn) kickSupervisor() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// insertTombLocked records a tombstone and counts it.
+func (c *Conn) insertTombLocked(key string, ttl time.Duration, now time.Time) {
+	if c.tombs.Insert(key, ttl, now) {
+		c.ctr.TombstoneOverflow.Add(1)
+	}
+	c.ctr.TombstonesInserted.Add(1)
+}
+
+func errorf(format string, args ...any) error { return fmt.Errorf("upstream: "+format, args...) }

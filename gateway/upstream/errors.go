@@ -1,0 +1,66 @@
+package upstream
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrClosed: the session was closed (by Close, or by the runtime's
+	// session.bye / session.closed), or a Watcher was closed.
+	ErrClosed = errors.New("upstream: session closed")
+	// ErrFeatureNotNegotiated: the call needs a feature the handshake did
+	// not negotiate.
+	ErrFeatureNotNegotiated = errors.New("upstream: feature not negotiated")
+	// ErrUnknownJob: this connection does not know the job, or no longer
+	// retains it.
+	ErrUnknownJob = errors.New("upstream: unknown job")
+	// ErrSlowConsumer: the session's event buffer was full and this watcher
+	// (or the history a Watch asked for) was the slowest; the events it had
+	// not read are gone. Watch again from a later event_seq.
+	ErrSlowConsumer = errors.New("upstream: slow consumer: events no longer retained")
+	// ErrOutcomeUnknown: the transport dropped after a job.submit was sent
+	// and before the runtime answered. Resume replays only events, so the
+	// answer is lost: the job may or may not exist. Retry with the same
+	// idempotency key.
+	ErrOutcomeUnknown = errors.New("upstream: outcome unknown: the transport dropped before the runtime answered")
+)
+
+// LostError says the session is gone for good: resume failed, or the runtime
+// sent a session-fatal error. Every waiter of the connection gets it.
+type LostError struct {
+	Code string // ARCP code, e.g. RESUME_WINDOW_EXPIRED, UNAUTHENTICATED
+	Err  error  // the cause
+}
+
+func (e *LostError) Error() string {
+	if e.Err == nil {
+		return "upstream: session lost: " + e.Code
+	}
+	return fmt.Sprintf("upstream: session lost: %s: %v", e.Code, e.Err)
+}
+
+func (e *LostError) Unwrap() error { return e.Err }
+
+// CapError says a cap was reached. Cap is one of "live_jobs",
+// "buffered_events", "buffered_bytes", "frame_bytes", "tombstones".
+type CapError struct {
+	Cap   string
+	Limit int64
+}
+
+func (e *CapError) Error() string {
+	return fmt.Sprintf("upstream: cap %s=%d reached", e.Cap, e.Limit)
+}
+
+// Internal causes of transport drops (never returned to callers).
+var (
+	errHandshakeTimeout = errors.New("upstream: handshake timed out")
+	errCloseRequested   = errors.New("upstream: close requested")
+	errHeartbeatLost    = errors.New("upstream: heartbeat lost: nothing received for two intervals")
+	errSeqGap           = errors.New("upstream: event_seq gap")
+	errFIFOStall        = errors.New("upstream: submit unanswered past its tombstone TTL")
+	errOversize         = errors.New("upstream: frame over the read limit")
+	errSessionEnded     = errors.New("upstream: session ended by the runtime")
+	errUnreadableAnswer = errors.New("upstream: unreadable answer while submits wait: FIFO alignment unknown")
+)

@@ -1,0 +1,112 @@
+package upstream
+
+import (
+	"time"
+
+	"github.com/sessiongate/sessiongate/gateway/arcp"
+)
+
+// Test access to internals.
+
+var CanTransition = canTransition
+
+// Knobs shortens internal tuning values for tests.
+type Knobs struct {
+	TombstoneSlack time.Duration
+	Housekeeping   time.Duration
+	AckEvery       time.Duration
+	PressureGrace  time.Duration
+	AckBatch       uint64
+	NoTraceIDs     bool
+}
+
+func SetKnobs(cfg *Config, k Knobs) {
+	cfg.knobs = &knobs{
+		tombstoneSlack: k.TombstoneSlack,
+		housekeeping:   k.Housekeeping,
+		ackEvery:       k.AckEvery,
+		pressureGrace:  k.PressureGrace,
+		ackBatch:       k.AckBatch,
+		noTraceIDs:     k.NoTraceIDs,
+	}
+}
+
+// ResumeTokens returns the resume tokens of every welcome, oldest first.
+func (c *Conn) ResumeTokens() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.tokens...)
+}
+
+// OrphanJobs returns the ids of the jobs cancelled as orphans.
+func (c *Conn) OrphanJobs() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.orphans...)
+}
+
+type HeartbeatLoss struct{ LastRecv, Detected time.Time }
+
+func (c *Conn) HeartbeatLosses() []HeartbeatLoss {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []HeartbeatLoss
+	for _, l := range c.hbLost {
+		out = append(out, HeartbeatLoss{l.lastRecv, l.detected})
+	}
+	return out
+}
+
+// Buffered returns the retained items and bytes across job logs.
+func (c *Conn) Buffered() (int, int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.bufEvents, c.bufBytes
+}
+
+func (c *Conn) Tombstones() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.tombs.Len()
+}
+
+// FIFOLen is the number of sent submits waiting for an answer.
+func (c *Conn) FIFOLen() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.fifo.len()
+}
+
+// HandleStale dispatches env as if read from a transport of an older
+// generation.
+func (c *Conn) HandleStale(env *arcp.Envelope) {
+	c.handle(&transport{gen: c.gen.Load() - 1}, env, 0)
+}
+
+// TombstoneTTL is the TTL a call with budget gets.
+func (c *Conn) TombstoneTTL(budget time.Duration) time.Duration { return c.cfg.tombstoneTTL(budget) }
+
+// PendingTombstoneExpiry returns the FIFO head's tombstone expiry, if the
+// head is tombstoned.
+func (c *Conn) HeadTombstone() (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h := c.fifo.front()
+	if h == nil || h.state != stateTombstoned {
+		return time.Time{}, false
+	}
+	return h.tombExp, true
+}
+
+// CountersOf returns the connection's counters.
+func CountersOf(c *Conn) *Counters { return c.ctr }
+
+// HandleCurrent dispatches env as if read from the current transport.
+func (c *Conn) HandleCurrent(env *arcp.Envelope) {
+	c.mu.Lock()
+	t := c.tr
+	c.mu.Unlock()
+	if t != nil {
+		c.handle(t, env, 0)
+	}
+}

@@ -1,0 +1,491 @@
+package upstream
+
+import (
+	"context"
+	"io"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/sessiongate/sessiongate/gateway/arcp"
+)
+
+// Terminal is a job's end: exactly one of Result and Error is set.
+type Terminal struct {
+	Seq    uint64
+	Result *arcp.Result
+	Error  *arcp.JobError
+}
+
+// Item is one entry of a job's log: exactly one of Event, Result and Error
+// is set. Result and Error are terminal.
+type Item struct {
+	Seq    uint64
+	Event  *arcp.Event
+	Result *arcp.Result
+	Error  *arcp.JobError
+}
+
+func (it *Item) terminal() bool { return it.Result != nil || it.Error != nil }
+
+// itemOverhead is what an item costs besides its payload, for the byte cap.
+const itemOverhead = 64
+
+// job is a job this connection knows: accepted for one of its callers, or
+// subscribed to. Guarded by Conn.mu.
+//
+// Its log is append-only and shared by every watcher; each watcher has its
+// own cursor (an absolute index). items holds the retained tail: absolute
+// index base is items[0]. Items before base were trimmed by the slow-consumer
+// policy (trimmedSeq is the seq of the last one).
+type job struct {
+	id         string
+	items      []Item
+	cum        []int64 // cum[i]: accounted bytes of every item up to items[i], since the job began
+	base       int
+	trimmedSeq uint64
+	cumBase    int64 // accounted bytes of the trimmed items
+	bytes      int64 // accounted bytes of the retained items
+	term       *Item // the terminal, kept after the log is evicted
+	cancelled  bool  // job.cancelled received
+	removed    bool  // no longer in Conn.jobs
+	finishedAt time.Time
+	notify     chan struct{} // closed and replaced on every change, created on demand
+	watchers   []*Watcher
+	cancelReqs []*request
+	subReq     *request
+}
+
+// waitChLocked returns a channel closed at j's next change.
+func (j *job) waitChLocked() <-chan struct{} {
+	if j.notify == nil {
+		j.notify = make(chan struct{})
+	}
+	return j.notify
+}
+
+func (j *job) notifyLocked() {
+	if j.notify != nil {
+		close(j.notify)
+		j.notify = nil
+	}
+}
+
+func (j *job) end() int { return j.base + len(j.items) }
+
+// bytesFrom returns the accounted bytes of the retained items from absolute
+// index pos on.
+func (j *job) bytesFrom(pos int) int64 {
+	if pos >= j.end() {
+		return 0
+	}
+	before := j.cumBase
+	if pos > j.base {
+		before = j.cum[pos-1-j.base]
+	}
+	return j.cumBase + j.bytes - before
+}
+
+// minWatcher returns the lowest cursor of j's active watchers.
+func (j *job) minWatcher() (int, bool) {
+	pos, ok := 0, false
+	for _, w := range j.watchers {
+		if w.active() && (!ok || w.pos < pos) {
+			pos, ok = w.pos, true
+		}
+	}
+	return pos, ok
+}
+
+func (j *job) dropCancelReq(r *request) {
+	if i := slices.Index(j.cancelReqs, r); i >= 0 {
+		j.cancelReqs = slices.Delete(j.cancelReqs, i, i+1)
+	}
+}
+
+// jobQueue is a FIFO of finished jobs. The first empty entries (from head)
+// are known to have empty logs, so trimming need not visit them again.
+type jobQueue struct {
+	q     []*job
+	head  int
+	empty int
+}
+
+func (q *jobQueue) push(j *job) { q.q = append(q.q, j) }
+func (q *jobQueue) len() int    { return len(q.q) - q.head }
+func (q *jobQueue) peek() *job {
+	if q.head < len(q.q) {
+		return q.q[q.head]
+	}
+	return nil
+}
+func (q *jobQueue) pop() *job {
+	j := q.q[q.head]
+	q.q[q.head] = nil
+	q.head++
+	q.empty = max(q.empty-1, 0)
+	if q.head == len(q.q) {
+		q.q, q.head = q.q[:0], 0
+	} else if q.head > 1024 && q.head > len(q.q)/2 {
+		n := copy(q.q, q.q[q.head:])
+		clear(q.q[n:])
+		q.q, q.head = q.q[:n], 0
+	}
+	return j
+}
+
+func (c *Conn) addJobLocked(id string) *job {
+	j := &job{id: id}
+	c.jobs[id] = j
+	c.live[j] = struct{}{}
+	c.liveJobs++
+	c.active.Store(int64(c.liveJobs))
+	return j
+}
+
+// removeJobLocked forgets j: its log is released (watchers that had not read
+// everything get ErrSlowConsumer: what they had not read is gone) and later
+// lookups get ErrUnknownJob.
+func (c *Conn) removeJobLocked(j *job) {
+	if j.removed {
+		return
+	}
+	c.releaseLogLocked(j)
+	j.removed = true
+	delete(c.jobs, j.id)
+	if j.term == nil {
+		delete(c.live, j)
+		c.liveJobs--
+		c.active.Store(int64(c.liveJobs))
+	}
+	j.notifyLocked()
+}
+
+// releaseLogLocked frees j's retained items; watchers behind the end fail
+// with ErrSlowConsumer.
+func (c *Conn) releaseLogLocked(j *job) {
+	c.trimLocked(j, len(j.items))
+}
+
+// failBehindLocked fails j's active watchers whose cursor is before pos.
+func (c *Conn) failBehindLocked(j *job, pos int) {
+	for _, w := range j.watchers {
+		if w.active() && w.pos < pos {
+			w.err = ErrSlowConsumer
+			c.ctr.SlowConsumers.Add(1)
+		}
+	}
+	j.notifyLocked()
+}
+
+// trimLocked drops j's first n retained items, failing the watchers that had
+// not read them.
+func (c *Conn) trimLocked(j *job, n int) {
+	n = min(n, len(j.items))
+	if n <= 0 {
+		return
+	}
+	c.failBehindLocked(j, j.base+n)
+	newBase := j.cum[n-1]
+	b := newBase - j.cumBase
+	j.trimmedSeq = j.items[n-1].Seq
+	c.bufEvents -= n
+	c.bufBytes -= b
+	j.bytes -= b
+	j.cumBase = newBase
+	j.base += n
+	if n == len(j.items) {
+		j.items, j.cum = nil, nil
+	} else if n > cap(j.items)/2 {
+		j.items = slices.Clone(j.items[n:])
+		j.cum = slices.Clone(j.cum[n:])
+	} else {
+		clear(j.items[:n])
+		j.items = j.items[n:]
+		j.cum = j.cum[n:]
+	}
+}
+
+// appendLocked adds it to j's log and applies the caps.
+func (c *Conn) appendLocked(j *job, it Item, size int, now time.Time) {
+	j.items = append(j.items, it)
+	j.cum = append(j.cum, j.cumBase+j.bytes+int64(size))
+	j.bytes += int64(size)
+	c.bufEvents++
+	c.bufBytes += int64(size)
+	if it.terminal() {
+		t := it
+		j.term = &t
+		j.finishedAt = now
+		delete(c.live, j)
+		c.liveJobs--
+		c.active.Store(int64(c.liveJobs))
+		c.finished.push(j)
+		c.resolveCancelsLocked(j)
+	}
+	j.notifyLocked()
+	c.enforceCapsLocked(now)
+}
+
+// enforceCapsLocked applies the slow-consumer policy (see the package
+// documentation): the retained items must fit MaxBufferedEvents and
+// MaxBufferedBytes.
+func (c *Conn) enforceCapsLocked(now time.Time) {
+	maxE, maxB := c.cfg.MaxBufferedEvents, c.cfg.MaxBufferedBytes
+	over := func() bool { return c.bufEvents > maxE || c.bufBytes > maxB }
+	high := func() bool { return c.bufEvents*4 > maxE*3 || c.bufBytes*4 > maxB*3 }
+	if over() {
+		// 1. Finished jobs' logs, oldest finished first, oldest items
+		// first, as much as needed.
+		f := &c.finished
+		for i := f.head + f.empty; i < len(f.q) && over(); i++ {
+			j := f.q[i]
+			c.trimLocked(j, c.excessIn(j))
+			if len(j.items) == 0 && i == f.head+f.empty {
+				f.empty++
+			}
+		}
+	}
+	if high() {
+		// 2. What every active watcher of a live job has read: history
+		// nobody is reading goes before anything unread.
+		for j := range c.live {
+			if pos, ok := j.minWatcher(); ok {
+				c.trimLocked(j, pos-j.base)
+			}
+		}
+	}
+	// 3. Still over: the oldest retained item of a live job goes. If
+	// watchers have not read it, they are the slowest consumers of the
+	// session: they fail with ErrSlowConsumer, definitely, and the log is
+	// trimmed to the next watcher. Unwatched history goes an item at a time.
+	for over() {
+		var slow *job
+		for j := range c.live {
+			if len(j.items) > 0 && (slow == nil || j.items[0].Seq < slow.items[0].Seq) {
+				slow = j
+			}
+		}
+		if slow == nil {
+			break // only the newest item, larger than the cap by itself, is left
+		}
+		if _, ok := slow.minWatcher(); ok {
+			c.failBehindLocked(slow, slow.base+1)
+			next, ok := slow.minWatcher()
+			if !ok {
+				next = slow.end()
+			}
+			c.trimLocked(slow, max(next-slow.base, 1))
+			continue
+		}
+		c.trimLocked(slow, 1)
+	}
+	c.backPressureLocked(now)
+}
+
+// excessIn returns how many of j's oldest items must go for the buffer to
+// fit the caps (at most all of them).
+func (c *Conn) excessIn(j *job) int {
+	needE := c.bufEvents - c.cfg.MaxBufferedEvents
+	needB := c.bufBytes - c.cfg.MaxBufferedBytes
+	n := max(needE, 0)
+	if needB > 0 {
+		k := sort.Search(len(j.items), func(i int) bool { return j.cum[i]-j.cumBase >= needB })
+		n = max(n, k+1)
+	}
+	return min(n, len(j.items))
+}
+
+// pressureLocked returns what the active watchers of live jobs have not read
+// yet: the items the runtime should be slowed down for.
+func (c *Conn) pressureLocked() (int, int64) {
+	n, b := 0, int64(0)
+	for j := range c.live {
+		if pos, ok := j.minWatcher(); ok {
+			n += j.end() - pos
+			b += j.bytesFrom(pos)
+		}
+	}
+	return n, b
+}
+
+// backPressureLocked pauses acking while watchers leave more than 3/4 of a
+// cap unread, and resumes it when they are back under half. While paused the
+// runtime holds the events in its replay buffer.
+func (c *Conn) backPressureLocked(now time.Time) {
+	maxE, maxB := c.cfg.MaxBufferedEvents, c.cfg.MaxBufferedBytes
+	if !c.ackPaused && c.bufEvents*4 <= maxE*3 && c.bufBytes*4 <= maxB*3 {
+		return // unread items are a subset of retained ones: no pressure
+	}
+	n, b := c.pressureLocked()
+	switch {
+	case n*4 > maxE*3 || b*4 > maxB*3:
+		if !c.ackPaused {
+			c.ackPaused = true
+			c.pausedAt = now
+			c.ctr.BackPressure.Add(1)
+		}
+	case c.ackPaused && n*2 <= maxE && b*2 <= maxB:
+		c.ackPaused = false
+		c.ackWanted = true
+		c.wakeWriter()
+	}
+}
+
+// slowestLocked fails the watchers holding the oldest unread item of a live
+// job, after back-pressure did not help within the grace period.
+func (c *Conn) failSlowestLocked(now time.Time) {
+	var slow *job
+	var slowSeq uint64
+	for j := range c.live {
+		if pos, ok := j.minWatcher(); ok && pos < j.end() {
+			if seq := j.items[pos-j.base].Seq; slow == nil || seq < slowSeq {
+				slow, slowSeq = j, seq
+			}
+		}
+	}
+	if slow == nil {
+		return
+	}
+	pos, _ := slow.minWatcher()
+	c.failBehindLocked(slow, pos+1)
+	next, ok := slow.minWatcher()
+	if !ok {
+		next = slow.end()
+	}
+	c.trimLocked(slow, next-slow.base)
+	c.pausedAt = now
+	c.backPressureLocked(now)
+}
+
+// Wait waits for the job's terminal result or error. Every call gets it
+// once. ErrUnknownJob if the job is not known or no longer retained.
+func (c *Conn) Wait(ctx context.Context, jobID string) (Terminal, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	j := c.jobs[jobID]
+	if j == nil {
+		return Terminal{}, ErrUnknownJob
+	}
+	for {
+		if t := j.term; t != nil {
+			return Terminal{Seq: t.Seq, Result: t.Result, Error: t.Error}, nil
+		}
+		if j.removed {
+			return Terminal{}, ErrUnknownJob
+		}
+		if c.ended {
+			return Terminal{}, c.err
+		}
+		ch := j.waitChLocked()
+		c.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+		case <-c.done:
+		}
+		c.mu.Lock()
+		if j.term == nil && ctx.Err() != nil {
+			return Terminal{}, context.Cause(ctx)
+		}
+	}
+}
+
+// Watcher reads one job's log from a cursor: first the retained history,
+// then live items, ending with the terminal item and then io.EOF. A Watcher
+// is used by one goroutine at a time; Close may be called from any.
+type Watcher struct {
+	c *Conn
+	j *job
+	// Guarded by c.mu.
+	pos    int // absolute index of the next item
+	eof    bool
+	err    error
+	closed bool
+}
+
+// active reports whether w still reads (it holds unread items back).
+func (w *Watcher) active() bool { return !w.closed && !w.eof && w.err == nil }
+
+// Watch returns a Watcher of the job's items with seq > fromSeq: retained
+// history first, then live items. ErrUnknownJob if the job is unknown (or
+// was forgotten JobRetention after it ended); ErrSlowConsumer if items after
+// fromSeq were already dropped by the session's buffer caps.
+func (c *Conn) Watch(jobID string, fromSeq uint64) (*Watcher, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	j := c.jobs[jobID]
+	if j == nil {
+		return nil, ErrUnknownJob
+	}
+	if fromSeq < j.trimmedSeq {
+		return nil, ErrSlowConsumer
+	}
+	w := &Watcher{c: c, j: j}
+	w.pos = j.base + sort.Search(len(j.items), func(i int) bool { return j.items[i].Seq > fromSeq })
+	if j.term != nil && w.pos == j.end() {
+		w.eof = true
+	}
+	j.watchers = append(j.watchers, w)
+	return w, nil
+}
+
+// Next returns the next item, waiting for it. After the terminal item it
+// returns io.EOF. Other errors: ErrSlowConsumer, the session's end
+// (ErrClosed or *LostError) once the retained items are read, ErrClosed
+// after Close, or ctx's error.
+func (w *Watcher) Next(ctx context.Context) (Item, error) {
+	c, j := w.c, w.j
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for {
+		switch {
+		case w.closed:
+			return Item{}, ErrClosed
+		case w.err != nil:
+			return Item{}, w.err
+		case w.eof:
+			return Item{}, io.EOF
+		case w.pos < j.base:
+			w.err = ErrSlowConsumer
+			return Item{}, w.err
+		case w.pos < j.end():
+			it := j.items[w.pos-j.base]
+			w.pos++
+			if it.terminal() {
+				w.eof = true
+			}
+			return it, nil
+		case j.removed:
+			return Item{}, ErrUnknownJob
+		case c.ended:
+			return Item{}, c.err
+		}
+		ch := j.waitChLocked()
+		c.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+		case <-c.done:
+		}
+		c.mu.Lock()
+		if ctx.Err() != nil && !(w.pos < j.end() && w.pos >= j.base) {
+			return Item{}, context.Cause(ctx)
+		}
+	}
+}
+
+// Close detaches the watcher; a Next in progress returns ErrClosed.
+func (w *Watcher) Close() {
+	c, j := w.c, w.j
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if w.closed {
+		return
+	}
+	w.closed = true
+	if i := slices.Index(j.watchers, w); i >= 0 {
+		j.watchers = slices.Delete(j.watchers, i, i+1)
+	}
+	j.notifyLocked()
+}

@@ -1,0 +1,384 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/sessiongate/sessiongate/gateway/arcp"
+)
+
+// run is the supervisor goroutine: it serves the current transport, tears it
+// down when it ends, resumes on a new one, and ends the session. It owns the
+// transports' reader and writer goroutines and waits for them.
+func (c *Conn) run(t *transport) {
+	defer close(c.runDone)
+	defer c.cancel()
+	for {
+		cause := c.serve(t)
+		if errors.Is(cause, errCloseRequested) {
+			c.closeGracefully(t)
+			return
+		}
+		if fatal := c.teardown(t, cause); fatal != nil {
+			c.finish(fatal)
+			return
+		}
+		if t = c.reconnect(cause); t == nil {
+			return
+		}
+	}
+}
+
+// serve runs the timers of a live transport until it ends or Close is
+// called: heartbeat, ack rate limit, and housekeeping (expiry, retention,
+// the FIFO head check). Timers, not goroutines.
+func (c *Conn) serve(t *transport) error {
+	var hb *time.Timer
+	var hbC <-chan time.Time
+	if c.feat.heartbeat {
+		c.mu.Lock()
+		iv := c.hbInterval
+		c.mu.Unlock()
+		hb = time.NewTimer(iv / 2)
+		defer hb.Stop()
+		hbC = hb.C
+	}
+	house := time.NewTimer(c.cfg.knobs.housekeeping)
+	defer house.Stop()
+	ack := time.NewTimer(time.Hour)
+	ack.Stop()
+	defer ack.Stop()
+	ackArmed := false
+	for {
+		select {
+		case <-t.ctx.Done():
+			return context.Cause(t.ctx)
+		case <-c.closeCtx.Done():
+			return errCloseRequested
+		case <-hbC:
+			hb.Reset(c.heartbeat(t))
+		case <-c.kick:
+			if !ackArmed {
+				ack.Reset(c.cfg.knobs.ackEvery)
+				ackArmed = true
+			}
+		case <-ack.C:
+			ackArmed = false
+			c.mu.Lock()
+			if c.feat.ack && !c.ackPaused && c.lastSeq.Load() > c.lastAcked {
+				c.ackWanted = true
+				c.wakeWriter()
+			}
+			c.mu.Unlock()
+		case <-house.C:
+			c.housekeep(t, time.Now())
+			house.Reset(c.cfg.knobs.housekeeping)
+		}
+	}
+}
+
+// heartbeat checks the transport's liveness and returns when to check next.
+// Nothing received for two intervals is HEARTBEAT_LOST: the transport is
+// dropped and resumed. Nothing sent for one interval sends session.ping.
+func (c *Conn) heartbeat(t *transport) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	iv := c.hbInterval
+	if c.tr != t {
+		return iv
+	}
+	now := c.mono()
+	recv := c.lastRecv.Load()
+	if time.Duration(now-recv) >= 2*iv {
+		c.ctr.HeartbeatLost.Add(1)
+		if len(c.hbLost) >= 64 {
+			c.hbLost = c.hbLost[1:]
+		}
+		c.hbLost = append(c.hbLost, heartbeatLoss{
+			lastRecv: c.epoch.Add(time.Duration(recv)),
+			detected: c.epoch.Add(time.Duration(now)),
+		})
+		c.log.Warn("upstream: heartbeat lost", "session_id", c.sessionID, "silent_for", time.Duration(now-recv))
+		c.dropLocked(t, errHeartbeatLost, false)
+		return iv
+	}
+	if time.Duration(now-c.lastSend.Load()) >= iv {
+		ping := arcp.Ping{Nonce: newTraceID()[:16], SentAt: time.Now().UTC().Format(time.RFC3339Nano)}
+		if c.queueCtrlLocked(c.frame(arcp.TypePing, "", ping)) {
+			c.lastSend.Store(now)
+		}
+	}
+	next := min(time.Duration(recv)+2*iv, time.Duration(c.lastSend.Load())+iv) - time.Duration(now)
+	return max(next, time.Millisecond)
+}
+
+// housekeep expires tombstones and finished jobs, and checks the FIFO head.
+func (c *Conn) housekeep(t *transport, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n := c.tombs.Expire(now); n > 0 {
+		c.ctr.TombstonesExpired.Add(uint64(n))
+	}
+	c.expireJobsLocked(now)
+	if c.ackPaused && now.Sub(c.pausedAt) >= c.cfg.knobs.pressureGrace {
+		// Back-pressure did not help: the slowest watcher fails.
+		c.failSlowestLocked(now)
+	}
+	// A tombstoned submit at the head of the FIFO past its TTL: the runtime
+	// has broken "every submit gets exactly one answer, in order". The slot
+	// must not simply expire — removing it would shift every later accept
+	// onto the wrong caller — so the transport is dropped instead: the
+	// resumed generation starts with an empty FIFO (the old one's live
+	// submits fail with ErrOutcomeUnknown).
+	if h := c.fifo.front(); h != nil && h.state == stateTombstoned && !now.Before(h.tombExp) {
+		c.ctr.FIFOStalls.Add(1)
+		c.log.Warn("upstream: runtime left a submit unanswered past its tombstone TTL; dropping the transport",
+			"session_id", c.sessionID, "request_id", h.id)
+		c.dropLocked(t, errFIFOStall, false)
+	}
+}
+
+// expireJobsLocked forgets finished jobs past JobRetention, and the oldest
+// finished records beyond MaxBufferedEvents of them.
+func (c *Conn) expireJobsLocked(now time.Time) {
+	for j := c.finished.peek(); j != nil; j = c.finished.peek() {
+		if now.Sub(j.finishedAt) < c.cfg.JobRetention && c.finished.len() <= c.cfg.MaxBufferedEvents {
+			break
+		}
+		c.finished.pop()
+		c.removeJobLocked(j)
+	}
+}
+
+// teardown ends transport t. If the runtime ended the session (c.fatal) it
+// returns that error and leaves the requests to finish. Otherwise it settles
+// the requests of t's generation:
+// sent submits cannot be answered on another transport (resume replays only
+// events), so they fail with ErrOutcomeUnknown; tombstoned ones are
+// dropped; sent list_jobs, subscribe and cancel requests are harmless to
+// repeat and go back to the head of the outbox with fresh ids. Queued
+// requests were never sent and stay queued.
+func (c *Conn) teardown(t *transport, cause error) (fatal error) {
+	c.mu.Lock()
+	if c.tr == t {
+		c.tr = nil
+	}
+	c.mu.Unlock()
+	t.cancel(cause)
+	t.ws.CloseNow()
+	t.wg.Wait()
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fatal != nil {
+		return c.fatal
+	}
+	// The connection's own frames belonged to that transport, except the
+	// cancels of orphans not yet confirmed: they go out again.
+	clear(c.ctrl)
+	c.ctrl = c.ctrl[:0]
+	for id := range c.orphanWait {
+		c.queueCtrlLocked(c.orphanCancelFrame(id))
+	}
+	now := time.Now()
+	for _, r := range c.fifo.drain() {
+		delete(c.pending, r.id)
+		if r.state == stateTombstoned {
+			c.tombs.Take(r.id, now)
+			r.state = stateDone
+			continue
+		}
+		c.ctr.OutcomeUnknown.Add(1)
+		c.finishRequestLocked(r, ErrOutcomeUnknown)
+	}
+	var again []*request
+	for id, r := range c.pending {
+		delete(c.pending, id)
+		r.env.ID = arcp.NewID()
+		data, err := arcp.Encode(r.env)
+		if err != nil {
+			c.finishRequestLocked(r, err)
+			continue
+		}
+		r.id, r.frame, r.state = r.env.ID, data, stateQueued
+		again = append(again, r)
+	}
+	c.out.pushFront(again)
+	// echoTrace stays: whether the runtime copies trace ids is a property of
+	// its implementation, and it protects the new generation's first accepts.
+	c.log.Debug("upstream: transport down", "session_id", c.sessionID, "cause", cause)
+	return nil
+}
+
+// closeGracefully sends session.close, waits for session.closed/bye (bounded
+// by InitTimeout and by Close's ctx through c.ctx), closes the socket and
+// ends the session with ErrClosed.
+func (c *Conn) closeGracefully(t *transport) {
+	c.moveTo(StateClosing)
+	c.mu.Lock()
+	live := c.tr == t
+	if live {
+		c.queueCtrlLocked(c.frame(arcp.TypeClose, "", arcp.Close{Reason: "client closing"}))
+	}
+	c.mu.Unlock()
+	clean := false
+	if live {
+		timer := time.NewTimer(c.cfg.InitTimeout)
+		select {
+		case <-c.closedRecv:
+		case <-t.ctx.Done():
+		case <-timer.C:
+		}
+		timer.Stop()
+		select {
+		case <-c.closedRecv: // also when the runtime closed the socket right after
+			clean = true
+		default:
+		}
+	}
+	if clean {
+		// The close handshake runs while the reader is still reading; a
+		// hard stop (Close's ctx) cancels t.ctx, which closes the socket.
+		_ = t.ws.Close(websocket.StatusNormalClosure, "session closed")
+	}
+	t.cancel(errCloseRequested)
+	t.ws.CloseNow()
+	t.wg.Wait()
+	c.mu.Lock()
+	if c.tr == t {
+		c.tr = nil
+	}
+	if !clean {
+		c.closeResult = errorf("close: the runtime did not confirm session.close")
+		if c.ctx.Err() != nil {
+			c.closeResult = fmt.Errorf("%w: %w", c.closeResult, context.Canceled)
+		}
+	}
+	c.mu.Unlock()
+	c.finish(ErrClosed)
+}
+
+// reconnect backs off and resumes until it succeeds, the resume is refused,
+// the resume window since the drop has passed, or Close is called. It
+// returns the new transport, or nil after ending the session.
+//
+// Giving up: the runtime keeps a session resumable for resume_window_sec
+// after its transport goes, so dial failures are retried until that window
+// (from the latest welcome) has passed since the drop; a session.error
+// answer (RESUME_WINDOW_EXPIRED, UNAUTHENTICATED, or any other non-retryable
+// code) ends the session at once.
+func (c *Conn) reconnect(cause error) *transport {
+	c.moveTo(StateReconnecting)
+	c.mu.Lock()
+	deadline := time.Now().Add(c.resumeWindow)
+	c.mu.Unlock()
+	c.log.Info("upstream: transport lost, resuming", "session_id", c.sessionID, "cause", cause)
+	backoff := c.cfg.BackoffInitial
+	timer := time.NewTimer(jitter(backoff))
+	defer timer.Stop()
+	attempts := 0
+	for {
+		select {
+		case <-timer.C:
+		case <-c.closeCtx.Done():
+			c.moveTo(StateClosing)
+			c.finish(ErrClosed)
+			return nil
+		}
+		attempts++
+		c.ctr.Reconnects.Add(1)
+		c.mu.Lock()
+		resume := &arcp.Resume{SessionID: c.sessionID, ResumeToken: c.resumeToken, LastEventSeq: c.lastSeq.Load()}
+		c.mu.Unlock()
+		hs, err := c.handshake(c.closeCtx, resume)
+		if err == nil && hs.sessionID != c.sessionID {
+			hs.ws.CloseNow()
+			err = &arcp.Error{Code: arcp.CodeResumeWindowExpired, Message: "the runtime answered the resume with another session"}
+		}
+		if err == nil {
+			c.mu.Lock()
+			c.recordWelcomeLocked(hs)
+			t := c.newTransportLocked(hs)
+			c.mu.Unlock()
+			c.moveTo(StateReady)
+			c.ctr.Resumes.Add(1)
+			c.log.Info("upstream: session resumed", "session_id", c.sessionID, "generation", t.gen, "attempts", attempts)
+			return t
+		}
+		if State(c.state.Load()) == StateHandshaking {
+			c.moveTo(StateReconnecting)
+		}
+		if c.closeCtx.Err() != nil {
+			c.moveTo(StateClosing)
+			c.finish(ErrClosed)
+			return nil
+		}
+		var ae *arcp.Error
+		if errors.As(err, &ae) && (!ae.Retryable || ae.Code == arcp.CodeResumeWindowExpired || ae.Code == arcp.CodeUnauthenticated) {
+			c.ctr.ResumeFailures.Add(1)
+			c.finish(&LostError{Code: arcp.NormalizeCode(ae.Code), Err: ae})
+			return nil
+		}
+		now := time.Now()
+		if !now.Before(deadline) {
+			c.ctr.ResumeFailures.Add(1)
+			c.finish(&LostError{Code: arcp.CodeResumeWindowExpired,
+				Err: fmt.Errorf("no resume within the resume window after %d attempts: %w", attempts, err)})
+			return nil
+		}
+		c.log.Debug("upstream: resume attempt failed", "session_id", c.sessionID, "attempt", attempts, "err", err)
+		backoff = min(backoff*2, c.cfg.BackoffMax)
+		timer.Reset(min(jitter(backoff), deadline.Sub(now)))
+	}
+}
+
+// jitter returns d ± 20%.
+func jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+}
+
+// finish ends the session with err: every waiter is failed (requests now,
+// Wait and Watchers through done), the state becomes closed and done is
+// closed. Idempotent.
+func (c *Conn) finish(err error) {
+	c.mu.Lock()
+	if c.ended {
+		c.mu.Unlock()
+		return
+	}
+	c.ended = true
+	c.err = err
+	for _, r := range c.out.drain() {
+		c.finishRequestLocked(r, err)
+	}
+	for _, r := range c.fifo.drain() {
+		if r.state == stateTombstoned {
+			r.state = stateDone
+			continue
+		}
+		c.finishRequestLocked(r, err)
+	}
+	for id, r := range c.pending {
+		delete(c.pending, id)
+		c.finishRequestLocked(r, err)
+	}
+	for _, j := range c.jobs {
+		j.notifyLocked()
+	}
+	if c.spaceCh != nil {
+		close(c.spaceCh)
+		c.spaceCh = nil
+	}
+	c.mu.Unlock()
+	c.moveTo(StateClosed)
+	close(c.done)
+	c.log.Debug("upstream: session ended", "session_id", c.sessionID, "err", err)
+}

@@ -366,7 +366,7 @@ func (c *Conn) Submit(ctx context.Context, s arcp.Submit) (arcp.Accepted, error)
 		return r.acc, r.err
 	}
 	c.abandonLocked(r)
-	return arcp.Accepted{}, context.Cause(ctx)
+	return arcp.Accepted{}, c.gaveUpErrLocked(ctx)
 }
 
 // ListJobs sends session.list_jobs and waits for session.jobs. It needs the
@@ -400,7 +400,7 @@ func (c *Conn) ListJobs(ctx context.Context, q arcp.ListJobs) (arcp.Jobs, error)
 		return r.jobs, r.err
 	}
 	c.abandonLocked(r)
-	return arcp.Jobs{}, context.Cause(ctx)
+	return arcp.Jobs{}, c.gaveUpErrLocked(ctx)
 }
 
 // Subscribe attaches this session to a job of another session of the same
@@ -474,7 +474,7 @@ func (c *Conn) Subscribe(ctx context.Context, jobID string, fromSeq uint64) erro
 	if wasQueued {
 		c.removeJobLocked(j)
 	}
-	return context.Cause(ctx)
+	return c.gaveUpErrLocked(ctx)
 }
 
 var errAlreadyKnown = errors.New("upstream: job already known")
@@ -551,4 +551,17 @@ func (c *Conn) resolveCancelsLocked(j *job) {
 		c.finishRequestLocked(r, nil)
 	}
 	j.cancelReqs = nil
+}
+
+// gaveUpErrLocked is the error of a wait that ended before its request was
+// answered: the caller's cause, or else why the session ended. It is never
+// nil, so an unanswered request can never look like a success.
+func (c *Conn) gaveUpErrLocked(ctx context.Context) error {
+	if err := context.Cause(ctx); err != nil {
+		return err
+	}
+	if c.err != nil {
+		return c.err
+	}
+	return ErrClosed
 }

@@ -262,37 +262,40 @@ func (s *service) acquire(ctx context.Context, id string) (*session.Session[*ups
 	return sess, release, nil
 }
 
-func (s *service) SubmitJob(ctx context.Context, req *sessiongatev1.SubmitJobRequest) (*sessiongatev1.SubmitJobResponse, error) {
+// submit validates a job request, acquires its session and submits the job.
+// On success the caller must call release when its call ends.
+func (s *service) submit(ctx context.Context, req jobRequest) (*session.Session[*upstream.Conn], func(), arcp.Accepted, error) {
 	sub, err := s.submitPayload(req)
 	if err != nil {
-		return nil, err
+		return nil, nil, arcp.Accepted{}, err
 	}
 	sess, release, err := s.acquire(ctx, req.GetSessionId())
 	if err != nil {
-		return nil, err
+		return nil, nil, arcp.Accepted{}, err
 	}
-	defer release()
 	acc, err := sess.Conn.Submit(ctx, sub)
 	if err != nil {
-		return nil, s.err(err)
+		release()
+		return nil, nil, arcp.Accepted{}, s.err(err)
 	}
+	return sess, release, acc, nil
+}
+
+func (s *service) SubmitJob(ctx context.Context, req *sessiongatev1.SubmitJobRequest) (*sessiongatev1.SubmitJobResponse, error) {
+	_, release, acc, err := s.submit(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	release()
 	return &sessiongatev1.SubmitJobResponse{JobId: acc.JobID, AcceptedAt: parseTime(acc.AcceptedAt)}, nil
 }
 
 func (s *service) RunJob(ctx context.Context, req *sessiongatev1.RunJobRequest) (*sessiongatev1.RunJobResponse, error) {
-	sub, err := s.submitPayload(req)
-	if err != nil {
-		return nil, err
-	}
-	sess, release, err := s.acquire(ctx, req.GetSessionId())
+	sess, release, acc, err := s.submit(ctx, req)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	acc, err := sess.Conn.Submit(ctx, sub)
-	if err != nil {
-		return nil, s.err(err)
-	}
 	term, err := sess.Conn.Wait(ctx, acc.JobID)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,7 +30,7 @@ type harness struct {
 	admin  *httptest.Server
 	client sessiongatev1.SessionGatewayClient
 	conn   *grpc.ClientConn
-	stop   func() // Shutdown + wait; idempotent
+	stop   func() // Shutdown + wait; idempotent, safe to call concurrently
 }
 
 type harnessOpts struct {
@@ -70,20 +71,18 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	}
 	h := &harness{rt: rt, gw: gw, addr: lis.Addr().String(), admin: admin, conn: conn,
 		client: sessiongatev1.NewSessionGatewayClient(conn)}
-	var stopped bool
+	var once sync.Once
 	h.stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = gw.Shutdown(ctx)
-		if err := <-served; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-		conn.Close()
-		admin.Close()
+		once.Do(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = gw.Shutdown(ctx)
+			if err := <-served; err != nil {
+				t.Errorf("Serve: %v", err)
+			}
+			conn.Close()
+			admin.Close()
+		})
 	}
 	t.Cleanup(h.stop)
 	return h

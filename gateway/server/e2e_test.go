@@ -229,7 +229,11 @@ func TestStatusIsolationAndNoSideEffects(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
-	h := newHarness(t, harnessOpts{config: func(c *Config) { c.MaxInputBytes = 1024 }})
+	h := newHarness(t, harnessOpts{config: func(c *Config) {
+		c.MaxInputBytes = 1024
+		c.MaxSessionsPerCaller = 1
+		c.Upstream.MaxLiveJobs = 1
+	}})
 	ctx := ctxT(t, 10*time.Second)
 	id := h.open(t, ctx)
 	big := mustValue(t, strings.Repeat("x", 4096))
@@ -308,6 +312,18 @@ func TestBadInput(t *testing.T) {
 				Input: mustValue(t, map[string]any{"code": "PERMISSION_DENIED", "message": "no"})})
 			return err
 		}, codes.PermissionDenied, "PERMISSION_DENIED"},
+		{"sessions per caller cap", func() error {
+			_, err := h.client.OpenSession(ctx, &sessiongatev1.OpenSessionRequest{})
+			return err
+		}, codes.ResourceExhausted, "sessions_per_caller=1"},
+		{"live jobs cap", func() error {
+			if _, err := h.client.SubmitJob(ctx, &sessiongatev1.SubmitJobRequest{SessionId: id, Agent: "sleep",
+				Input: mustValue(t, map[string]any{"ms": 300.0})}); err != nil {
+				return err
+			}
+			_, err := h.client.SubmitJob(ctx, &sessiongatev1.SubmitJobRequest{SessionId: id, Agent: "echo"})
+			return err
+		}, codes.ResourceExhausted, "live_jobs=1"},
 		{"bad x-timeout-ms", func() error {
 			_, err := h.client.RunJob(metadata.AppendToOutgoingContext(ctx, "x-timeout-ms", "-5"),
 				&sessiongatev1.RunJobRequest{SessionId: id, Agent: "echo"})
@@ -322,10 +338,14 @@ func TestBadInput(t *testing.T) {
 			}
 		})
 	}
-	// The session survived all of it.
-	if _, err := h.client.RunJob(ctx, &sessiongatev1.RunJobRequest{SessionId: id, Agent: "echo"}); err != nil {
-		t.Fatalf("session unusable after bad input: %v", err)
-	}
+	// The session survived all of it (once the capped sleep job has ended).
+	waitFor(t, 5*time.Second, "the session to run jobs again", func() bool {
+		_, err := h.client.RunJob(ctx, &sessiongatev1.RunJobRequest{SessionId: id, Agent: "echo"})
+		if err != nil && status.Code(err) != codes.ResourceExhausted {
+			t.Fatalf("session unusable after bad input: %v", err)
+		}
+		return err == nil
+	})
 }
 
 func TestJobErrorCarriesARCPInfo(t *testing.T) {

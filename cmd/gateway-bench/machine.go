@@ -1,0 +1,143 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"math"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// wantFiles is the open-file limit the bench asks for: every idle session is
+// one WebSocket in the gateway (this process) and one in the runtime child.
+const wantFiles = 1 << 16
+
+// raiseFileLimit raises RLIMIT_NOFILE to want, raising the hard limit too
+// when the process may (root); otherwise it raises the soft limit as far as
+// the hard limit allows. Children inherit the result. It returns the soft
+// limit in force.
+func raiseFileLimit(want uint64) uint64 {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return 0
+	}
+	if lim.Cur >= want {
+		return lim.Cur
+	}
+	raised := syscall.Rlimit{Cur: want, Max: max(lim.Max, want)}
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &raised); err != nil {
+		fallback := syscall.Rlimit{Cur: lim.Max, Max: lim.Max}
+		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &fallback)
+	}
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return 0
+	}
+	return lim.Cur
+}
+
+// machineInfo describes where the figures were taken.
+type machineInfo struct {
+	GOOS       string `json:"goos"`
+	GOARCH     string `json:"goarch"`
+	NumCPU     int    `json:"num_cpu"`
+	GOMAXPROCS int    `json:"gomaxprocs"`
+	GoVersion  string `json:"go_version"`
+	CPUModel   string `json:"cpu_model,omitempty"`
+	FileLimit  uint64 `json:"file_limit"`
+	Date       string `json:"date"`
+}
+
+func currentMachine(fileLimit uint64) machineInfo {
+	return machineInfo{
+		GOOS:       runtime.GOOS,
+		GOARCH:     runtime.GOARCH,
+		NumCPU:     runtime.NumCPU(),
+		GOMAXPROCS: runtime.GOMAXPROCS(0),
+		GoVersion:  runtime.Version(),
+		CPUModel:   cpuModel(),
+		FileLimit:  fileLimit,
+		Date:       time.Now().UTC().Format(time.RFC3339),
+	}
+}
+
+// cpuModel returns the first "model name" of /proc/cpuinfo, or "" when it
+// cannot be read.
+func cpuModel() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// clockTicks is USER_HZ, the unit of /proc CPU times (100 on Linux).
+const clockTicks = 100
+
+// cpuSample is a reading of the machine's CPU time and of the CPU time of
+// the bench's own processes, in seconds.
+type cpuSample struct {
+	busy float64 // user + nice + system + steal of every CPU (/proc/stat)
+	ours float64 // user + system of the given processes (/proc/PID/stat)
+	ok   bool
+}
+
+// sampleCPU reads /proc (Linux); ok is false when it cannot.
+func sampleCPU(pids ...int) cpuSample {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuSample{}
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return cpuSample{}
+	}
+	var s cpuSample
+	for _, i := range []int{1, 2, 3, 8} { // user nice system steal
+		s.busy += ticks(f[i])
+	}
+	for _, pid := range pids {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return cpuSample{}
+		}
+		// The fields after the command name, which may contain spaces.
+		_, rest, ok := strings.Cut(string(data), ") ")
+		pf := strings.Fields(rest)
+		if !ok || len(pf) < 13 {
+			return cpuSample{}
+		}
+		s.ours += ticks(pf[11]) + ticks(pf[12]) // utime stime
+	}
+	s.ok = true
+	return s
+}
+
+func ticks(s string) float64 {
+	v, _ := strconv.ParseUint(s, 10, 64)
+	return float64(v) / clockTicks
+}
+
+// otherCPU is the share of the machine's CPU capacity that other processes
+// used (or the hypervisor stole) between a and b: 0 on a quiet machine, up
+// to 1 when others kept every CPU busy. It is -1 when unknown. Interrupt
+// time is left out, since loopback traffic is accounted there.
+func otherCPU(a, b cpuSample, wall time.Duration) float64 {
+	if !a.ok || !b.ok || wall <= 0 {
+		return -1
+	}
+	other := (b.busy - a.busy) - (b.ours - a.ours)
+	share := max(other, 0) / (wall.Seconds() * float64(runtime.NumCPU()))
+	return math.Round(share*1e4) / 1e4 // /proc has 10 ms resolution
+}

@@ -1,0 +1,280 @@
+// Command gateway-bench is sessiongate's end-to-end benchmark: in one run it
+// starts, on loopback, the ARCP reference runtime, a plain grpc-go service
+// and the gateway, measures them side by side and prints a table (JSON with
+// -json) of every figure beside the targets of issue 5, each marked pass or
+// miss.
+//
+//	go run ./cmd/gateway-bench            # full: 3 s points, 1k and 10k sessions, 1M tombstones
+//	go run ./cmd/gateway-bench -short     # under a minute: 1 s points, 1k sessions, 100k tombstones
+//	go run ./cmd/gateway-bench -json      # the same figures as JSON (progress goes to stderr)
+//	go run ./cmd/gateway-bench -check     # exit 1 when any target is missed
+//
+// # What is measured
+//
+//  1. ARCP direct: an upstream.Conn (the gateway's own ARCP client, with the
+//     gateway's upstream settings and features) runs the runtime's echo
+//     agent: Submit, then Wait for the result. Serial: one connection.
+//     Concurrent: one connection per worker, as the gateway has one upstream
+//     connection per session.
+//  2. gRPC no-op: a bare grpc.Server (no options, no interceptors) with a
+//     hand-written service bench.v1.Noop/Call taking and returning
+//     google.protobuf.Empty, called with ClientConn.Invoke.
+//  3. Gateway RunJob(echo): the production gateway (server.New, which
+//     installs the whole interceptor chain, timeout profiles included, with
+//     cmd/gateway's settings) over the same runtime. Serial: one session,
+//     the only one open; concurrent: one session per worker.
+//  4. Gateway GetSessionStatus at the same concurrency, one session per
+//     worker, beside the no-op's throughput.
+//  5. Memory per idle live session: runtime.MemStats of this process (the
+//     gateway, heap and stacks) before and after opening N sessions through
+//     OpenSession, every one READY, after GC: (HeapAlloc + StackInuse) delta
+//     ÷ N, the live objects and stacks, is the figure checked; (HeapInuse +
+//     StackInuse) delta ÷ N, which adds partly used spans but depends on
+//     what earlier sections left in the heap, is shown beside it. The
+//     runtime runs in a child process, so its own per-session memory is
+//     not counted; the session ids the bench keeps live in an arena
+//     allocated before the baseline.
+//  6. RunJob serial p50 on one of the N idle sessions of 5 with all of them
+//     open, against 3's serial p50 (one session open).
+//  7. Tombstones: a tombstone.Store of 1M UUID keys (generated before any
+//     timing): HeapAlloc delta after GC per entry, insert, lookup (hit and
+//     miss) and expiry (one Expire past every TTL) per entry.
+//  8. The timeout profile server unary interceptor (server.NewEnforcer, as
+//     the gateway builds it) around a bare handler against the bare
+//     handler: ns/op and allocs/op, with and without a caller deadline.
+//
+// # How
+//
+// Sections 7 and 8 run first, in a quiet process. Then the runtime child
+// starts: this binary re-executed with a hidden first argument
+// (-serve-runtime), which prints its URL and serves until its stdin closes;
+// sections 1, 3, 4, 5 and 6 all use it. Each point warms up with its own
+// workers, then measures. Workers call in closed loops; latency comes from
+// per-call timings (sorted; nearest-rank p50 and p99), throughput is
+// completed calls ÷ wall time. Concurrent points run for -duration (or
+// -max-calls calls); their gRPC workers share one ClientConn per
+// -workers-per-conn workers (16: four connections for 64 workers), the same
+// client setup for the no-op and the gateway. Serial points (concurrency 1,
+// the latency figures) run -serial-calls calls on a fresh session or ARCP
+// connection: a session keeps its finished jobs for minutes, and two sides
+// of a ratio must not differ in the job history their session carries. Any
+// failed call aborts the run: figures from a point with errors would mean
+// nothing. Each point also reports the CPU time of this process and the
+// runtime child per call.
+//
+// Ratios: p50 = (3 p50) ÷ (1 p50 + 2 p50); throughput = (3) ÷ (1) at the
+// concurrency; status = (4) ÷ (2) at the concurrency; scale = (6) ÷ (3 p50).
+//
+// Other processes on the machine skew every figure, so each point notes
+// the share of the machine's CPU they used meanwhile (from /proc); a point
+// where they used more than 5 % is measured again, up to three times, and
+// the quietest attempt is kept. The table warns when the run was not quiet.
+//
+// -cpuprofile profiles this process (the gateway and the bench's clients)
+// during the gateway sections, 3 to 6. -memprofile writes a heap profile
+// with the most idle sessions open, recording every allocation made while
+// they were opened (runtime.MemProfileRate 1 during section 5; the memory
+// figures do not depend on it). The exit status is 0 even when a target is
+// missed, unless -check; it is 1 when the run fails and 2 for bad flags.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if isRuntimeChild(os.Args) {
+		if err := serveRuntimeChild(os.Stdin, os.Stdout, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, "gateway-bench runtime child:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	code := runMain(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// runMain is the command: flags in, report out, exit code back.
+func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "gateway-bench:", err)
+		return 2
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(stderr, "gateway-bench:", err)
+		return 1
+	}
+	cfg := o.cfg
+	cfg.RuntimeCmd = []string{exe, serveRuntimeArg}
+	cfg.Progress = stderr
+	if o.verbose {
+		cfg.GatewayLog = stderr
+	}
+	rep, err := run(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(stderr, "gateway-bench:", err)
+		return 1
+	}
+	if o.json {
+		err = writeJSON(stdout, rep)
+	} else {
+		err = writeTable(stdout, rep)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "gateway-bench:", err)
+		return 1
+	}
+	if o.check && !rep.AllPass {
+		return 1
+	}
+	return 0
+}
+
+// config is one run's settings.
+type config struct {
+	Mode string // full, short or smoke
+	// Point and Warmup bound each concurrent point and its warm-up;
+	// Serial and SerialWarmup each serial (concurrency 1) point.
+	Point, Warmup        bounds
+	Serial, SerialWarmup bounds
+	Concurrency          int
+	WorkersPerConn       int
+	Sessions             []int // idle session counts of section 5, ascending
+	Tombstones           int
+	InterceptorOps       int // calls per round in section 8
+	CPUProfile           string
+	MemProfile           string
+	RuntimeCmd           []string  // the runtime child's command line
+	Progress             io.Writer // progress lines; nil discards them
+	GatewayLog           io.Writer // the gateway's log; nil discards it
+}
+
+// modeConfig returns the defaults of a mode.
+func modeConfig(mode string) config {
+	c := config{Mode: mode, Concurrency: 64, WorkersPerConn: 16}
+	switch mode {
+	case "short":
+		c.Point, c.Warmup = bounds{time.Second, 2_000_000}, bounds{300 * time.Millisecond, 2_000_000}
+		c.Serial, c.SerialWarmup = bounds{time.Second, 2000}, bounds{300 * time.Millisecond, 200}
+		c.Sessions, c.Tombstones, c.InterceptorOps = []int{1000}, 100_000, 200_000
+	case "smoke":
+		c.Point, c.Warmup = bounds{10 * time.Second, 50}, bounds{10 * time.Second, 10}
+		c.Serial, c.SerialWarmup = bounds{10 * time.Second, 50}, bounds{10 * time.Second, 10}
+		c.Concurrency, c.WorkersPerConn = 8, 4
+		c.Sessions, c.Tombstones, c.InterceptorOps = []int{20}, 10_000, 10_000
+	default:
+		c.Mode = "full"
+		c.Point, c.Warmup = bounds{3 * time.Second, 10_000_000}, bounds{time.Second, 10_000_000}
+		c.Serial, c.SerialWarmup = bounds{3 * time.Second, 5000}, bounds{time.Second, 500}
+		c.Sessions, c.Tombstones, c.InterceptorOps = []int{1000, 10_000}, 1_000_000, 1_000_000
+	}
+	return c
+}
+
+type flags struct {
+	cfg                  config
+	json, check, verbose bool
+}
+
+// parseFlags reads the flags; zero values take the mode's defaults.
+func parseFlags(args []string, stderr io.Writer) (*flags, error) {
+	fs := flag.NewFlagSet("gateway-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		o                     flags
+		short                 bool
+		duration, warmup      time.Duration
+		maxCalls, serialCalls int
+		conc, perConn         int
+		tombs, icptOps        int
+		sessions              string
+	)
+	fs.BoolVar(&short, "short", false, "finish in under a minute: 1 s per point, 1k sessions, 100k tombstones")
+	fs.BoolVar(&o.json, "json", false, "print JSON instead of the table")
+	fs.BoolVar(&o.check, "check", false, "exit 1 when any target is missed")
+	fs.BoolVar(&o.verbose, "v", false, "send the gateway's log (JSON, info) to stderr")
+	fs.DurationVar(&duration, "duration", 0, "length of each concurrent point, and the longest a serial point may run (default 3s, 1s with -short)")
+	fs.DurationVar(&warmup, "warmup", 0, "warm-up before each concurrent point, and the longest a serial warm-up may run (default 1s, 300ms with -short)")
+	fs.IntVar(&maxCalls, "max-calls", 0, "at most this many calls per concurrent point (default 10M, 2M with -short)")
+	fs.IntVar(&serialCalls, "serial-calls", 0, "calls per serial point, each on a fresh session; a tenth of it warms up (default 5000, 2000 with -short)")
+	fs.IntVar(&conc, "concurrency", 64, "workers of the concurrent points (and sessions of 3 and 4)")
+	fs.IntVar(&perConn, "workers-per-conn", 16, "workers sharing one gRPC ClientConn")
+	fs.StringVar(&sessions, "sessions", "", "idle session counts of section 5, comma-separated (default 1000,10000; 1000 with -short)")
+	fs.IntVar(&tombs, "tombstones", 0, "tombstone entries of section 7 (default 1000000, 100000 with -short)")
+	fs.IntVar(&icptOps, "interceptor-iterations", 0, "calls per round in section 8 (default 1000000, 200000 with -short)")
+	fs.StringVar(&o.cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the gateway sections (3-6) to `file`")
+	fs.StringVar(&o.cfg.MemProfile, "memprofile", "", "write a heap profile with the most sessions open to `file`")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	mode := "full"
+	if short {
+		mode = "short"
+	}
+	c := modeConfig(mode)
+	c.CPUProfile, c.MemProfile = o.cfg.CPUProfile, o.cfg.MemProfile
+	setIf(&c.Point.duration, duration)
+	setIf(&c.Warmup.duration, warmup)
+	setIf(&c.Point.maxCalls, maxCalls)
+	setIf(&c.Serial.duration, duration)
+	setIf(&c.SerialWarmup.duration, warmup)
+	if serialCalls > 0 {
+		c.Serial.maxCalls, c.SerialWarmup.maxCalls = serialCalls, max(serialCalls/10, 1)
+	}
+	setIf(&c.Tombstones, tombs)
+	setIf(&c.InterceptorOps, icptOps)
+	c.Concurrency, c.WorkersPerConn = conc, perConn
+	if sessions != "" {
+		list, err := parseSessions(sessions)
+		if err != nil {
+			return nil, err
+		}
+		c.Sessions = list
+	}
+	if c.Concurrency < 1 || c.WorkersPerConn < 1 || c.Point.duration <= 0 || c.Warmup.duration <= 0 || c.Point.maxCalls < 1 ||
+		serialCalls < 0 || c.Tombstones < 1 || c.InterceptorOps < 1 {
+		return nil, errors.New("-concurrency, -workers-per-conn, -duration, -warmup, -max-calls, -serial-calls, -tombstones and -interceptor-iterations must be positive")
+	}
+	o.cfg = c
+	return &o, nil
+}
+
+func setIf[T comparable](dst *T, v T) {
+	var zero T
+	if v != zero {
+		*dst = v
+	}
+}
+
+// parseSessions parses "1000,10000": positive and ascending.
+func parseSessions(s string) ([]int, error) {
+	var list []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || (len(list) > 0 && n <= list[len(list)-1]) {
+			return nil, fmt.Errorf("-sessions %q: want positive ascending counts such as 1000,10000", s)
+		}
+		list = append(list, n)
+	}
+	return list, nil
+}

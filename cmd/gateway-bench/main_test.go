@@ -1,0 +1,233 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain serves the reference runtime when the test binary is re-executed
+// as the runtime child, exactly as the command does.
+func TestMain(m *testing.M) {
+	if isRuntimeChild(os.Args) {
+		if err := serveRuntimeChild(os.Stdin, os.Stdout, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, "runtime child:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// TestSmoke runs the whole harness in its smallest mode (50 calls per
+// point, 20 idle sessions, 10k tombstones) with the runtime in a child
+// process (this test binary, re-executed), and checks the JSON: every
+// section present with positive figures, the ratios exactly as the issue
+// defines them from the raw figures, every target's verdict consistent.
+func TestSmoke(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := modeConfig("smoke")
+	cfg.RuntimeCmd = []string{exe, serveRuntimeArg}
+	var progress bytes.Buffer
+	cfg.Progress = &progress
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := run(ctx, cfg)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, progress.String())
+	}
+	var js bytes.Buffer
+	if err := writeJSON(&js, rep); err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(js.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	j := jsonDoc{t: t, doc: doc}
+
+	for _, svc := range []string{"arcp_direct", "grpc_noop", "gateway_run_job"} {
+		for _, pt := range []string{"serial", "concurrent"} {
+			j.positive(svc+"."+pt, "calls", "seconds", "calls_per_sec", "p50_ns", "p99_ns", "mean_ns", "concurrency", "conns")
+		}
+	}
+	j.positive("gateway_run_job.concurrent", "sessions")
+	j.positive("gateway_status.concurrent", "calls", "seconds", "calls_per_sec", "p50_ns", "p99_ns", "sessions")
+	j.positive("scale", "live_sessions", "p50_one_session_ns", "p50_many_sessions_ns")
+	j.positive("tombstones", "entries", "bytes_per_entry", "mib_per_million", "insert_ns_per_op",
+		"lookup_hit_ns_per_op", "lookup_miss_ns_per_op", "expire_ns_per_entry")
+	j.positive("machine", "num_cpu", "gomaxprocs", "file_limit")
+	j.positive("config", "runtime_pid", "concurrency", "serial_calls", "serial_warmup_calls")
+
+	mem := j.list("session_memory")
+	if len(mem) != 1 {
+		t.Fatalf("session_memory has %d entries, want 1", len(mem))
+	}
+	j.positive("session_memory.0", "sessions", "bytes_per_session", "heap_inuse_bytes_per_session", "goroutines_per_session", "open_per_sec")
+	if got := j.num("session_memory.0.sessions"); got != 20 {
+		t.Errorf("session_memory sessions = %v, want 20", got)
+	}
+	if got := j.num("scale.live_sessions"); got != 20 {
+		t.Errorf("scale live_sessions = %v, want 20", got)
+	}
+	if got := j.num("scale.p50_one_session_ns"); got != j.num("gateway_run_job.serial.p50_ns") {
+		t.Errorf("scale p50 with one session %v is not section 3's serial p50 %v", got, j.num("gateway_run_job.serial.p50_ns"))
+	}
+
+	cases := j.list("interceptor.cases")
+	if len(cases) != 2 {
+		t.Fatalf("interceptor has %d cases, want 2", len(cases))
+	}
+	for i := range cases {
+		p := fmt.Sprintf("interceptor.cases.%d", i)
+		j.positive(p, "bare_ns_per_op", "intercepted_ns_per_op")
+		if d := j.num(p+".intercepted_ns_per_op") - j.num(p+".bare_ns_per_op"); d != j.num(p+".overhead_ns_per_op") {
+			t.Errorf("%s overhead_ns_per_op %v, want %v", p, j.num(p+".overhead_ns_per_op"), d)
+		}
+		if d := j.num(p+".intercepted_allocs_per_op") - j.num(p+".bare_allocs_per_op"); d != j.num(p+".overhead_allocs_per_op") {
+			t.Errorf("%s overhead_allocs_per_op %v, want %v", p, j.num(p+".overhead_allocs_per_op"), d)
+		}
+	}
+
+	// The ratios, recomputed from the raw figures as the issue defines them.
+	want := map[string]float64{
+		"p50": j.num("gateway_run_job.serial.p50_ns") /
+			(j.num("arcp_direct.serial.p50_ns") + j.num("grpc_noop.serial.p50_ns")),
+		"throughput": j.num("gateway_run_job.concurrent.calls_per_sec") / j.num("arcp_direct.concurrent.calls_per_sec"),
+		"status":     j.num("gateway_status.concurrent.calls_per_sec") / j.num("grpc_noop.concurrent.calls_per_sec"),
+		"scale":      j.num("scale.p50_many_sessions_ns") / j.num("scale.p50_one_session_ns"),
+	}
+	for name, w := range want {
+		if got := j.num("ratios." + name); got != w || !(got > 0) {
+			t.Errorf("ratios.%s = %v, want %v (positive)", name, got, w)
+		}
+	}
+
+	// The CPU-based ratios, when /proc gave CPU times.
+	for name, pair := range map[string][2]string{
+		"throughput": {"arcp_direct.concurrent", "gateway_run_job.concurrent"},
+		"status":     {"grpc_noop.concurrent", "gateway_status.concurrent"},
+	} {
+		num, den := j.num(pair[0]+".cpu_ns_per_call"), j.num(pair[1]+".cpu_ns_per_call")
+		want := 0.0
+		if num > 0 && den > 0 {
+			want = num / den
+		}
+		if got := j.num("cpu_ratios." + name); got != want {
+			t.Errorf("cpu_ratios.%s = %v, want %v", name, got, want)
+		}
+	}
+
+	j.checkTargets()
+
+	var table bytes.Buffer
+	if err := writeTable(&table, rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, tr := range rep.Targets {
+		if !strings.Contains(table.String(), tr.What) {
+			t.Errorf("the table does not show target %q", tr.What)
+		}
+	}
+	if testing.Verbose() {
+		t.Logf("table:\n%s", table.String())
+	}
+}
+
+// jsonDoc reads a decoded JSON document by dotted paths ("a.b.0.c").
+type jsonDoc struct {
+	t   *testing.T
+	doc map[string]any
+}
+
+func (j jsonDoc) get(path string) any {
+	j.t.Helper()
+	var v any = j.doc
+	for _, k := range strings.Split(path, ".") {
+		switch c := v.(type) {
+		case map[string]any:
+			var ok bool
+			if v, ok = c[k]; !ok {
+				j.t.Fatalf("JSON has no %s", path)
+			}
+		case []any:
+			var i int
+			if _, err := fmt.Sscan(k, &i); err != nil || i >= len(c) {
+				j.t.Fatalf("JSON has no %s", path)
+			}
+			v = c[i]
+		default:
+			j.t.Fatalf("JSON has no %s", path)
+		}
+	}
+	return v
+}
+
+func (j jsonDoc) num(path string) float64 {
+	j.t.Helper()
+	f, ok := j.get(path).(float64)
+	if !ok {
+		j.t.Fatalf("JSON %s is not a number", path)
+	}
+	return f
+}
+
+func (j jsonDoc) list(path string) []any {
+	j.t.Helper()
+	l, ok := j.get(path).([]any)
+	if !ok {
+		j.t.Fatalf("JSON %s is not a list", path)
+	}
+	return l
+}
+
+// positive checks that every field of the object at path is a positive number.
+func (j jsonDoc) positive(path string, fields ...string) {
+	j.t.Helper()
+	for _, f := range fields {
+		if v := j.num(path + "." + f); !(v > 0) {
+			j.t.Errorf("%s.%s = %v, want > 0", path, f, v)
+		}
+	}
+}
+
+// checkTargets checks each target's verdict against its figures, and
+// all_pass against the verdicts.
+func (j jsonDoc) checkTargets() {
+	j.t.Helper()
+	targets := j.list("targets")
+	if len(targets) < 13 {
+		j.t.Errorf("%d targets, want at least 13", len(targets))
+	}
+	all := true
+	for i := range targets {
+		p := fmt.Sprintf("targets.%d", i)
+		measured, target := j.num(p+".measured"), j.num(p+".target")
+		var want bool
+		switch op := j.get(p + ".op"); op {
+		case "<=":
+			want = measured <= target
+		case ">=":
+			want = measured >= target
+		default:
+			j.t.Fatalf("%s.op = %v", p, op)
+		}
+		if got := j.get(p + ".pass"); got != want {
+			j.t.Errorf("%s (%v) pass = %v, want %v", p, j.get(p+".name"), got, want)
+		}
+		all = all && want
+	}
+	if got := j.get("all_pass"); got != all {
+		j.t.Errorf("all_pass = %v, want %v", got, all)
+	}
+}

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"time"
+)
+
+// Serial points (concurrency 1) run on a fresh session or connection per
+// attempt, bounded by a count (-serial-calls): a session keeps every
+// finished job watchable for a while, and the two sides of a ratio must
+// not differ in the history their session carries. Concurrent points
+// spread their calls over one session per worker, far fewer per session.
+
+// arcpDirect is section 1: the gateway's ARCP client straight to the runtime.
+func (b *bench) arcpDirect(ctx context.Context) (r serviceResult, err error) {
+	fresh := func(ctx context.Context) ([]callFunc, func() error, error) {
+		conns, err := dialARCP(ctx, b.rt.url, 1)
+		if err != nil {
+			return nil, nil, err
+		}
+		return []callFunc{arcpCaller(conns[0])}, func() error { closeARCP(conns); return nil }, nil
+	}
+	if r.Serial, err = b.measure(ctx, pointSpec{name: "1 ARCP direct echo", serial: true, conns: 1, work: fresh}); err != nil {
+		return r, err
+	}
+	conns, err := dialARCP(ctx, b.rt.url, b.cfg.Concurrency)
+	if err != nil {
+		return r, err
+	}
+	defer closeARCP(conns)
+	calls := make([]callFunc, len(conns))
+	for w, c := range conns {
+		calls[w] = arcpCaller(c)
+	}
+	r.Concurrent, err = b.measure(ctx, pointSpec{name: "1 ARCP direct echo", conns: len(conns), work: reuse(calls)})
+	return r, err
+}
+
+// noopCalls is section 2: the bare grpc-go service.
+func (b *bench) noopCalls(ctx context.Context) (r serviceResult, err error) {
+	serial := reuse([]callFunc{noopCaller(b.noopConns[0])})
+	if r.Serial, err = b.measure(ctx, pointSpec{name: "2 gRPC no-op", serial: true, conns: 1, work: serial}); err != nil {
+		return r, err
+	}
+	calls := make([]callFunc, b.cfg.Concurrency)
+	for w := range calls {
+		calls[w] = noopCaller(b.noopConns[w%len(b.noopConns)])
+	}
+	r.Concurrent, err = b.measure(ctx, pointSpec{name: "2 gRPC no-op", conns: len(b.noopConns), work: reuse(calls)})
+	return r, err
+}
+
+// gatewayCalls is sections 3 and 4. The serial RunJob point runs on a
+// fresh session, the only one open; the concurrent points on one session
+// per worker, closed again afterwards.
+func (b *bench) gatewayCalls(ctx context.Context, rep *report) (err error) {
+	cc0 := b.gwConns[0]
+	fresh := func(ctx context.Context) ([]callFunc, func() error, error) {
+		id, err := openSession(ctx, cc0)
+		if err != nil {
+			return nil, nil, err
+		}
+		return []callFunc{runJobCaller(cc0, id)}, func() error { return closeSession(ctx, cc0, id) }, nil
+	}
+	rep.RunJob.Serial, err = b.measure(ctx, pointSpec{name: "3 gateway RunJob(echo)", serial: true, conns: 1, sessions: 1, work: fresh})
+	if err != nil {
+		return err
+	}
+
+	var ids []string
+	defer func() {
+		for _, id := range ids {
+			err = errors.Join(err, closeSession(ctx, cc0, id))
+		}
+	}()
+	for len(ids) < b.cfg.Concurrency {
+		id, err := openSession(ctx, b.gwConns[len(ids)%len(b.gwConns)])
+		if err != nil {
+			return err
+		}
+		ids = append(ids, id)
+	}
+	runs := make([]callFunc, len(ids))
+	probes := make([]callFunc, len(ids))
+	for w, id := range ids {
+		cc := b.gwConns[w%len(b.gwConns)]
+		runs[w], probes[w] = runJobCaller(cc, id), statusCaller(cc, id)
+	}
+	n, conns := len(ids), len(b.gwConns)
+	if rep.RunJob.Concurrent, err = b.measure(ctx, pointSpec{name: "3 gateway RunJob(echo)", conns: conns, sessions: n, work: reuse(runs)}); err != nil {
+		return err
+	}
+	rep.Status.Concurrent, err = b.measure(ctx, pointSpec{name: "4 gateway GetSessionStatus", conns: conns, sessions: n, work: reuse(probes)})
+	return err
+}
+
+// idleSessions is sections 5 and 6: it opens cfg.Sessions idle sessions in
+// steps, measuring this process's memory after each, then RunJob's serial
+// p50 on untouched ones of them (a different one per attempt) with all of
+// them open.
+func (b *bench) idleSessions(ctx context.Context, p50One int64) ([]memoryResult, scaleResult, error) {
+	most := b.cfg.Sessions[len(b.cfg.Sessions)-1]
+	ids := newIDArena(most)
+	// With -memprofile, record every allocation of the sessions for the heap
+	// profile (MemStats do not depend on it), and stop before section 6:
+	// profiling every allocation slows everything down.
+	rate := runtime.MemProfileRate
+	if b.cfg.MemProfile != "" {
+		runtime.MemProfileRate = 1
+	}
+	defer func() { runtime.MemProfileRate = rate }()
+	before := settle()
+	var mem []memoryResult
+	opened := 0
+	for _, n := range b.cfg.Sessions {
+		t0 := time.Now()
+		if err := openMany(ctx, b.gwConns, ids, opened, n); err != nil {
+			return nil, scaleResult{}, err
+		}
+		open := time.Since(t0)
+		if err := waitAllReady(ctx, b.gwConns, ids, n); err != nil {
+			return nil, scaleResult{}, err
+		}
+		m := memoryDelta(before, settle(), n, n-opened, open)
+		opened = n
+		b.progress("5 %d idle sessions: %s per session (heap_alloc+stack), %.2f goroutines per session", n, kib(m.BytesPerSession), m.GoroutinesPerSession)
+		mem = append(mem, m)
+	}
+	if err := writeHeapProfile(b.cfg.MemProfile); err != nil {
+		return nil, scaleResult{}, err
+	}
+	runtime.MemProfileRate = rate
+	var next atomic.Int64
+	untouched := func(context.Context) ([]callFunc, func() error, error) {
+		id := ids.get(int(next.Add(1)-1) % most)
+		return []callFunc{runJobCaller(b.gwConns[0], id)}, func() error { return nil }, nil
+	}
+	many, err := b.measure(ctx, pointSpec{name: fmt.Sprintf("6 RunJob, %d sessions", most), serial: true, conns: 1, sessions: most, work: untouched})
+	if err != nil {
+		return nil, scaleResult{}, err
+	}
+	runtime.KeepAlive(ids)
+	return mem, scaleResult{LiveSessions: most, P50OneNs: p50One, P50ManyNs: many.P50Ns, Many: many}, nil
+}

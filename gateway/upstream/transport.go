@@ -35,7 +35,16 @@ type handshakeResult struct {
 // connection if a context expires during a call, and the calls here are the
 // handshake's own.
 func (c *Conn) handshake(ctx context.Context, resume *arcp.Resume) (*handshakeResult, error) {
-	hctx, cancel := context.WithTimeoutCause(ctx, c.cfg.InitTimeout, errHandshakeTimeout)
+	// The dial's context must not descend from the caller's: the WebSocket
+	// keeps its HTTP request, and so that context, for the connection's
+	// whole life, while the caller's is a short-lived RPC's (with its
+	// stream, metadata and timers). The caller's cancellation still ends
+	// the handshake, with its cause.
+	base, cancelBase := context.WithCancelCause(context.Background())
+	defer cancelBase(nil)
+	stop := context.AfterFunc(ctx, func() { cancelBase(context.Cause(ctx)) })
+	defer stop()
+	hctx, cancel := context.WithTimeoutCause(base, c.cfg.InitTimeout, errHandshakeTimeout)
 	defer cancel()
 	fail := func(stage string, err error) error {
 		if cause := context.Cause(hctx); cause != nil {

@@ -191,7 +191,7 @@ func New(cfg Config) (*Gateway, error) {
 	})
 	unary := []grpc.UnaryServerInterceptor{
 		srvMetrics.UnaryServerInterceptor(),
-		logging.UnaryServerInterceptor(logger, logOpts...),
+		selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(logger, logOpts...), selector.MatchFunc(logged)),
 		recovery.UnaryServerInterceptor(recoveryOpt),
 		auth.UnaryServerInterceptor(g.ids.authFunc),
 	}
@@ -248,6 +248,20 @@ func NewEnforcer(global *timeoutprofile.Config, reg prometheus.Registerer, log *
 		opts = append(opts, timeoutprofile.WithConfig(global))
 	}
 	return timeoutprofile.New(opts...)
+}
+
+// logged says which calls are access-logged: all but the liveness probes
+// (GetSessionStatus and health checks), which balancers call thousands of
+// times a second and which, like health checks everywhere, would only drown
+// the log. Their failures are still counted by the gRPC metrics.
+func logged(_ context.Context, c interceptors.CallMeta) bool {
+	switch {
+	case c.Service == sessiongatev1.SessionGateway_ServiceDesc.ServiceName && c.Method == "GetSessionStatus":
+		return false
+	case c.Service == "grpc.health.v1.Health":
+		return false
+	}
+	return true
 }
 
 // profiled says which calls run under a timeout profile: all but the

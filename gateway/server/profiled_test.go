@@ -26,3 +26,21 @@ func TestProfiledCalls(t *testing.T) {
 		}
 	}
 }
+
+func TestLoggedCalls(t *testing.T) {
+	for _, tc := range []struct {
+		service, method string
+		want            bool
+	}{
+		{"sessiongate.v1.SessionGateway", "RunJob", true},
+		{"sessiongate.v1.SessionGateway", "OpenSession", true},
+		{"sessiongate.v1.SessionGateway", "GetSessionStatus", false},
+		{"grpc.health.v1.Health", "Check", false},
+		{"timeoutprofile.v1.TimeoutProfileService", "ListProfiles", true},
+	} {
+		got := logged(context.Background(), interceptors.CallMeta{Service: tc.service, Method: tc.method})
+		if got != tc.want {
+			t.Errorf("logged(%s/%s) = %v, want %v", tc.service, tc.method, got, tc.want)
+		}
+	}
+}

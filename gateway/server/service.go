@@ -240,7 +240,7 @@ func (s *service) submitPayload(req jobRequest) (arcp.Submit, error) {
 				fmt.Sprintf("input is %d bytes; cap max_input_bytes=%d", sz, s.maxInputBytes),
 				map[string]string{"cap": "max_input_bytes"})
 		}
-		raw, err := protojson.Marshal(in)
+		raw, err := appendJSON(make([]byte, 0, 64), in)
 		if err != nil {
 			return arcp.Submit{}, invalid("input is not a JSON value: %v", err)
 		}

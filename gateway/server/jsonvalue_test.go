@@ -1,0 +1,106 @@
+package server
+
+import (
+	"encoding/json"
+	"math"
+	"testing"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// checkEquivalent asserts that appendJSON's text decodes (with protojson)
+// to the same Value, and is valid JSON.
+func checkEquivalent(t *testing.T, v *structpb.Value) {
+	t.Helper()
+	got, err := appendJSON(nil, v)
+	if err != nil {
+		t.Fatalf("appendJSON(%v): %v", v, err)
+	}
+	if !json.Valid(got) {
+		t.Fatalf("appendJSON(%v) = %s: not valid JSON", v, got)
+	}
+	back := &structpb.Value{}
+	if err := protojson.Unmarshal(got, back); err != nil {
+		t.Fatalf("protojson cannot read %s: %v", got, err)
+	}
+	if !proto.Equal(back, v) {
+		t.Fatalf("round trip changed the value: %v → %s → %v", v, got, back)
+	}
+}
+
+func TestAppendJSON(t *testing.T) {
+	for _, in := range []any{
+		nil, true, false, 0.0, -0.5, 3.0, 1e21, 1e-7, 123456789012345.0, math.MaxFloat64, math.SmallestNonzeroFloat64,
+		"", "plain", "quote\" backslash\\ nl\n cr\r tab\t bell\a nul\x00 del\x7f", "é ✓ 𝄞", "<script>&",
+		[]any{}, []any{1.0, "a", nil, []any{true}},
+		map[string]any{}, map[string]any{"b": 1.0, "a": map[string]any{"z": []any{"x"}}, "": "empty key", "k\"ey": nil},
+	} {
+		v, err := structpb.NewValue(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkEquivalent(t, v)
+	}
+	if got, _ := appendJSON(nil, &structpb.Value{}); string(got) != "null" { // no kind set
+		t.Fatalf("empty Value encoded as %s", got)
+	}
+	if got, _ := appendJSON(nil, structpb.NewStringValue("bad\xffutf8")); string(got) != "\"bad\ufffdutf8\"" {
+		t.Fatalf("invalid UTF-8 encoded as %q", got)
+	}
+	for _, bad := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
+		if _, err := appendJSON(nil, structpb.NewNumberValue(bad)); err == nil {
+			t.Errorf("%v encoded without error", bad)
+		}
+	}
+	// Keys are sorted: equal values encode equally.
+	a, _ := appendJSON(nil, mustNew(t, map[string]any{"x": 1.0, "y": 2.0, "a": 3.0}))
+	if string(a) != `{"a":3,"x":1,"y":2}` {
+		t.Fatalf("got %s", a)
+	}
+}
+
+func mustNew(t *testing.T, v any) *structpb.Value {
+	t.Helper()
+	pv, err := structpb.NewValue(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pv
+}
+
+// FuzzAppendJSON: any JSON value protojson accepts encodes back to an
+// equivalent value.
+func FuzzAppendJSON(f *testing.F) {
+	for _, s := range []string{`null`, `{"a":[1,2,{"b":"c"}]}`, `"\u0000\ud834\udd1e"`, `1e308`, `-0`, `[[[[]]]]`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		v := &structpb.Value{}
+		if err := protojson.Unmarshal(data, v); err != nil {
+			return
+		}
+		checkEquivalent(t, v)
+	})
+}
+
+func BenchmarkInputJSON(b *testing.B) {
+	v, _ := structpb.NewValue(map[string]any{"hello": "world", "n": 3.0, "list": []any{1.0, "two", true}})
+	b.Run("protojson", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := protojson.Marshal(v); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("appendJSON", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := appendJSON(nil, v); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -38,7 +38,9 @@ type harnessOpts struct {
 	config  func(*Config)
 }
 
-func newHarness(t *testing.T, o harnessOpts) *harness {
+func newHarness(t *testing.T, o harnessOpts) *harness { return newHarnessTB(t, o) }
+
+func newHarnessTB(t testing.TB, o harnessOpts) *harness {
 	t.Helper()
 	rt := arcpruntime.NewTestServer(t, o.runtime)
 	cfg := Config{

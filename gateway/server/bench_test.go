@@ -1,0 +1,65 @@
+package server
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	sessiongatev1 "github.com/sessiongate/sessiongate/gen/sessiongate/v1"
+)
+
+// benchHarness is newHarness for benchmarks: a gateway over a reference
+// runtime on loopback, with the production interceptor chain.
+func benchHarness(b *testing.B) (*harness, string) {
+	b.Helper()
+	h := newHarnessTB(b, harnessOpts{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := h.client.OpenSession(ctx, &sessiongatev1.OpenSessionRequest{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return h, resp.GetSessionId()
+}
+
+// BenchmarkGetSessionStatus measures the probe end to end over loopback gRPC.
+func BenchmarkGetSessionStatus(b *testing.B) {
+	h, id := benchHarness(b)
+	req := &sessiongatev1.GetSessionStatusRequest{SessionId: id}
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		ctx := context.Background()
+		for pb.Next() {
+			if _, err := h.client.GetSessionStatus(ctx, req); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkRunJobEcho measures RunJob(echo) end to end: gRPC, the gateway,
+// ARCP over WebSocket and the reference runtime, all in this process.
+func mustValueTB(tb testing.TB, v any) *structpb.Value {
+	tb.Helper()
+	pv, err := structpb.NewValue(v)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return pv
+}
+
+func BenchmarkRunJobEcho(b *testing.B) {
+	h, id := benchHarness(b)
+	req := &sessiongatev1.RunJobRequest{SessionId: id, Agent: "echo", Input: mustValueTB(b, map[string]any{"hello": "world"})}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := h.client.RunJob(context.Background(), req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

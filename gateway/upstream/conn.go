@@ -55,7 +55,6 @@ type Conn struct {
 	done        chan struct{} // closed when the session has ended
 	runDone     chan struct{} // closed when the supervisor goroutine has returned
 	closedRecv  chan struct{} // closed when session.closed/bye arrives during Close
-	wake        chan struct{} // cap 1: the writer has something to take
 	kick        chan struct{} // cap 1: the supervisor should arm the ack timer
 
 	// Lock-free, for Status and the heartbeat.
@@ -148,7 +147,6 @@ func newConn(cfg Config) *Conn {
 		done:       make(chan struct{}),
 		runDone:    make(chan struct{}),
 		closedRecv: make(chan struct{}),
-		wake:       make(chan struct{}, 1),
 		kick:       make(chan struct{}, 1),
 		pending:    make(map[string]*request),
 		jobs:       make(map[string]*job),
@@ -285,11 +283,22 @@ func (c *Conn) moveTo(to State) bool {
 // mono returns the monotonic time since the connection's epoch.
 func (c *Conn) mono() int64 { return int64(time.Since(c.epoch)) }
 
+// wakeWriter makes sure a writer runs for the current transport: the
+// running one takes what was queued before it exits, or a new one starts.
+// There is never more than one. A writer runs only while there is something
+// to send, so an idle connection holds no writer goroutine (nor its stack).
+// c.mu must be held.
 func (c *Conn) wakeWriter() {
-	select {
-	case c.wake <- struct{}{}:
-	default:
+	t := c.tr
+	if t == nil || t.stopped || t.writing {
+		return
 	}
+	t.writing = true
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		c.writeLoop(t)
+	}()
 }
 
 func (c *Conn) kickSupervisor() {

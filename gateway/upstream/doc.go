@@ -18,16 +18,19 @@
 // # Goroutines and shutdown
 //
 // Dial starts one supervisor goroutine per Conn. For each transport the
-// supervisor starts a reader and the transport's only writer, and waits for
-// both before it starts the next transport or returns. Nothing else starts
-// goroutines: heartbeats, acks, expiry and backoff are timers in the
-// supervisor's select loop; callers wait on channels.
+// supervisor starts a reader; a writer runs only while the transport has
+// frames to send (wakeWriter starts it, it exits when the queues are empty,
+// and there is never more than one), so an idle session costs two goroutines,
+// not three. The supervisor waits for both before it starts the next
+// transport or returns. Nothing else starts goroutines: heartbeats, acks,
+// expiry and backoff are timers in the supervisor's select loop; callers wait
+// on channels.
 //
 //   - The reader reads with the transport's lifetime context (a per-message
 //     context would close the socket on expiry, a coder/websocket trap),
 //     decodes, and dispatches each envelope under the connection mutex.
-//   - The writer is woken through a one-slot channel and takes frames under
-//     the mutex: first the connection's own (pongs, pings, orphan cancels,
+//   - The writer takes frames under the mutex, and decides to exit under it
+//     too, so a frame queued after that starts a new writer and none is lost: first the connection's own (pongs, pings, orphan cancels,
 //     session.close; bounded, overflow dropped and counted), then a due
 //     ack, then caller frames from the outbox (bounded; callers wait for
 //     space, bounded by their context).

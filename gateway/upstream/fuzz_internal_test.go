@@ -20,7 +20,9 @@ func offlineConn(tb testing.TB) (*Conn, *transport) {
 	c.sessionID = "s1"
 	c.setFeatures(DefaultFeatures)
 	c.gen.Store(1)
-	t := &transport{gen: 1}
+	// No socket, so no writer may run: marking one as running keeps frames
+	// queued, where the tests can see them.
+	t := &transport{gen: 1, writing: true}
 	t.ctx, t.cancel = context.WithCancelCause(c.ctx)
 	c.tr = t
 	c.state.Store(int32(StateReady))

@@ -168,6 +168,7 @@ func (c *Conn) teardown(t *transport, cause error) (fatal error) {
 	if c.tr == t {
 		c.tr = nil
 	}
+	t.stopped = true
 	c.mu.Unlock()
 	t.cancel(cause)
 	t.ws.CloseNow()
@@ -248,6 +249,9 @@ func (c *Conn) closeGracefully(t *transport) {
 	}
 	t.cancel(errCloseRequested)
 	t.ws.CloseNow()
+	c.mu.Lock()
+	t.stopped = true
+	c.mu.Unlock()
 	t.wg.Wait()
 	c.mu.Lock()
 	if c.tr == t {

@@ -20,7 +20,11 @@ type transport struct {
 	ws     *websocket.Conn
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	wg     sync.WaitGroup
+	wg     sync.WaitGroup // the reader and, while it runs, the writer
+
+	// Guarded by Conn.mu.
+	writing bool // a writer goroutine is running for this transport
+	stopped bool // torn down: no writer may start (wg is being waited on)
 }
 
 type handshakeResult struct {
@@ -142,14 +146,10 @@ func (c *Conn) newTransportLocked(hs *handshakeResult) *transport {
 	now := c.mono()
 	c.lastRecv.Store(now)
 	c.lastSend.Store(now)
-	t.wg.Add(2)
+	t.wg.Add(1)
 	go func() {
 		defer t.wg.Done()
 		c.readLoop(t)
-	}()
-	go func() {
-		defer t.wg.Done()
-		c.writeLoop(t)
 	}()
 	c.wakeWriter()
 	return t
@@ -215,24 +215,20 @@ func mayBeSubmitAnswer(data []byte) bool {
 func (c *Conn) writeLoop(t *transport) {
 	var batch [][]byte
 	for {
-		select {
-		case <-c.wake:
-		case <-t.ctx.Done():
-			return
+		batch = c.takeBatch(t, batch[:0])
+		if len(batch) == 0 {
+			return // takeBatch cleared t.writing under mu
 		}
-		for {
-			batch = c.takeBatch(t, batch[:0])
-			if len(batch) == 0 {
-				break
+		for i, f := range batch {
+			if err := t.ws.Write(t.ctx, websocket.MessageText, f); err != nil {
+				t.cancel(fmt.Errorf("upstream: write: %w", err))
+				c.mu.Lock()
+				t.writing = false
+				c.mu.Unlock()
+				return
 			}
-			for i, f := range batch {
-				if err := t.ws.Write(t.ctx, websocket.MessageText, f); err != nil {
-					t.cancel(fmt.Errorf("upstream: write: %w", err))
-					return
-				}
-				c.lastSend.Store(c.mono())
-				batch[i] = nil
-			}
+			c.lastSend.Store(c.mono())
+			batch[i] = nil
 		}
 	}
 }
@@ -244,7 +240,8 @@ func (c *Conn) writeLoop(t *transport) {
 func (c *Conn) takeBatch(t *transport, batch [][]byte) [][]byte {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.tr != t {
+	if c.tr != t || t.stopped {
+		t.writing = false
 		return batch
 	}
 	batch = append(batch, c.ctrl...)
@@ -277,6 +274,11 @@ func (c *Conn) takeBatch(t *transport, batch [][]byte) [][]byte {
 	if took && c.spaceCh != nil {
 		close(c.spaceCh)
 		c.spaceCh = nil
+	}
+	if len(batch) == 0 {
+		// Nothing to send: the writer exits, deciding so under mu, so a
+		// wakeWriter after this starts a new one and none is lost.
+		t.writing = false
 	}
 	return batch
 }

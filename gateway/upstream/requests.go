@@ -355,18 +355,10 @@ func (c *Conn) Submit(ctx context.Context, s arcp.Submit) (arcp.Accepted, error)
 	if err != nil {
 		return arcp.Accepted{}, err
 	}
-	select {
-	case <-r.done:
-	case <-ctx.Done():
-	case <-c.done:
+	if err := c.await(ctx, r); err != nil {
+		return arcp.Accepted{}, err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if r.state == stateDone {
-		return r.acc, r.err
-	}
-	c.abandonLocked(r)
-	return arcp.Accepted{}, c.gaveUpErrLocked(ctx)
+	return r.acc, r.err
 }
 
 // ListJobs sends session.list_jobs and waits for session.jobs. It needs the
@@ -389,18 +381,10 @@ func (c *Conn) ListJobs(ctx context.Context, q arcp.ListJobs) (arcp.Jobs, error)
 		return arcp.Jobs{}, err
 	}
 	c.mu.Unlock()
-	select {
-	case <-r.done:
-	case <-ctx.Done():
-	case <-c.done:
+	if err := c.await(ctx, r); err != nil {
+		return arcp.Jobs{}, err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if r.state == stateDone {
-		return r.jobs, r.err
-	}
-	c.abandonLocked(r)
-	return arcp.Jobs{}, c.gaveUpErrLocked(ctx)
+	return r.jobs, r.err
 }
 
 // Subscribe attaches this session to a job of another session of the same
@@ -551,6 +535,26 @@ func (c *Conn) resolveCancelsLocked(j *job) {
 		c.finishRequestLocked(r, nil)
 	}
 	j.cancelReqs = nil
+}
+
+// await waits until r is answered, ctx ends or the session ends. It returns
+// nil when r was answered: its answer fields were written under mu before
+// it was marked done and never change afterwards, so the caller reads them
+// without the lock. Otherwise r is abandoned (a sent submit keeps its FIFO
+// slot as a tombstone) and await says why.
+func (c *Conn) await(ctx context.Context, r *request) error {
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+	case <-c.done:
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r.state == stateDone {
+		return nil
+	}
+	c.abandonLocked(r)
+	return c.gaveUpErrLocked(ctx)
 }
 
 // gaveUpErrLocked is the error of a wait that ended before its request was

@@ -1,7 +1,7 @@
 // Command gateway-bench is sessiongate's end-to-end benchmark: in one run it
 // starts, on loopback, the ARCP reference runtime, a plain grpc-go service
 // and the gateway, measures them side by side and prints a table (JSON with
-// -json) of every figure beside the targets of issue 5, each marked pass or
+// -json) of every figure beside its performance targets, each marked pass or
 // miss.
 //
 //	go run ./cmd/gateway-bench            # full: 3 s points, 1k and 10k sessions, 1M tombstones

@@ -58,7 +58,7 @@ type statusResult struct {
 	Concurrent point `json:"concurrent"`
 }
 
-// ratios are the issue's headline figures, computed from the raw ones.
+// ratios are the headline figures, computed from the raw ones.
 type ratios struct {
 	// P50 = gateway RunJob serial p50 ÷ (ARCP direct serial p50 + no-op serial p50).
 	P50 float64 `json:"p50"`
@@ -71,7 +71,7 @@ type ratios struct {
 }
 
 // cpuRatios are the throughput ratios computed from CPU time per call
-// instead of calls per second (not the issue's definition): at saturation
+// instead of calls per second (not the headline definition): at saturation
 // throughput is inversely proportional to CPU per call, and CPU per call
 // hardly depends on what other processes do, so these stay meaningful on a
 // busy machine. 0 when CPU time is unknown.
@@ -104,7 +104,7 @@ func computeRatios(r *report) ratios {
 	}
 }
 
-// targetResult is one target of the issue beside the measured figure.
+// targetResult is one performance target beside the measured figure.
 type targetResult struct {
 	Name     string  `json:"name"`
 	What     string  `json:"what"`
@@ -123,7 +123,7 @@ func atLeast(name, what string, target, measured float64, unit string) targetRes
 	return targetResult{name, what, ">=", target, measured, unit, measured >= target}
 }
 
-// computeTargets checks every target of the issue (2 cores).
+// computeTargets checks every performance target (set for 2 cores).
 func computeTargets(r *report) []targetResult {
 	q := r.Ratios
 	ts := []targetResult{

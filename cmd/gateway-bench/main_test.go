@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 // TestSmoke runs the whole harness in its smallest mode (50 calls per
 // point, 20 idle sessions, 10k tombstones) with the runtime in a child
 // process (this test binary, re-executed), and checks the JSON: every
-// section present with positive figures, the ratios exactly as the issue
+// section present with positive figures, the ratios exactly as the harness
 // defines them from the raw figures, every target's verdict consistent.
 func TestSmoke(t *testing.T) {
 	exe, err := os.Executable()
@@ -99,7 +99,7 @@ func TestSmoke(t *testing.T) {
 		}
 	}
 
-	// The ratios, recomputed from the raw figures as the issue defines them.
+	// The ratios, recomputed from the raw figures by their definitions.
 	want := map[string]float64{
 		"p50": j.num("gateway_run_job.serial.p50_ns") /
 			(j.num("arcp_direct.serial.p50_ns") + j.num("grpc_noop.serial.p50_ns")),

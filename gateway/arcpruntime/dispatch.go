@@ -381,12 +381,8 @@ func (t *transport) listJobs(env *arcp.Envelope) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s := t.sess
-	if s == nil || s.gone {
-		return
-	}
-	if !s.features[arcp.FeatureListJobs] {
-		t.rejectLocked(env, arcp.CodeInvalidRequest, "list_jobs was not negotiated", false)
+	s := t.sessionWithLocked(env, arcp.FeatureListJobs)
+	if s == nil {
 		return
 	}
 	out := arcp.Jobs{RequestID: env.ID, Jobs: []arcp.JobInfo{}}

@@ -271,6 +271,22 @@ func (r *Runtime) findJobLocked(s *session, jobID string) *job {
 	return nil
 }
 
+// sessionWithLocked returns the transport's live session if feature was
+// negotiated on it. Otherwise it returns nil, having rejected env with
+// INVALID_REQUEST when the session is live but lacks the feature (a gone
+// session answers nothing). r.mu must be held.
+func (t *transport) sessionWithLocked(env *arcp.Envelope, feature string) *session {
+	s := t.sess
+	if s == nil || s.gone {
+		return nil
+	}
+	if !s.features[feature] {
+		t.rejectLocked(env, arcp.CodeInvalidRequest, feature+" was not negotiated", false)
+		return nil
+	}
+	return s
+}
+
 func (t *transport) subscribe(env *arcp.Envelope) {
 	r := t.r
 	p, err := arcp.DecodePayload[arcp.Subscribe](env)
@@ -280,12 +296,8 @@ func (t *transport) subscribe(env *arcp.Envelope) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s := t.sess
-	if s == nil || s.gone {
-		return
-	}
-	if !s.features[arcp.FeatureSubscribe] {
-		t.rejectLocked(env, arcp.CodeInvalidRequest, "subscribe was not negotiated", false)
+	s := t.sessionWithLocked(env, arcp.FeatureSubscribe)
+	if s == nil {
 		return
 	}
 	j := r.findJobLocked(s, p.JobID)

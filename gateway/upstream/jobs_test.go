@@ -29,6 +29,22 @@ func readAll(ctx context.Context, w *upstream.Watcher) ([]upstream.Item, error) 
 	}
 }
 
+// watchAll watches jobID on c from fromSeq and reads every item to the
+// terminal one.
+func watchAll(t testing.TB, ctx context.Context, c *upstream.Conn, jobID string, fromSeq uint64) []upstream.Item {
+	t.Helper()
+	w, err := c.Watch(jobID, fromSeq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	items, err := readAll(ctx, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return items
+}
+
 func streamInput(t testing.TB, count, intervalMS int) json.RawMessage {
 	return mustJSON(t, map[string]int{"count": count, "interval_ms": intervalMS})
 }
@@ -131,15 +147,7 @@ func TestWatchersShareTheLog(t *testing.T) {
 	// Late watchers replay the retained history.
 	mid := earlyItems[20].Seq
 	for _, from := range []uint64{0, mid, term.Seq - 1, term.Seq} {
-		w, err := c.Watch(acc.JobID, from)
-		if err != nil {
-			t.Fatal(err)
-		}
-		items, err := readAll(ctx, w)
-		w.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
+		items := watchAll(t, ctx, c, acc.JobID, from)
 		want := 0
 		for _, it := range earlyItems {
 			if it.Seq > from {
@@ -363,15 +371,7 @@ func TestSubscribe(t *testing.T) {
 	if err := b.Subscribe(ctx, acc.JobID, 0); err != nil {
 		t.Fatal(err)
 	}
-	w, err := b.Watch(acc.JobID, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	items, err := readAll(ctx, w)
-	if err != nil {
-		t.Fatal(err)
-	}
+	items := watchAll(t, ctx, b, acc.JobID, 0)
 	events := 0
 	for _, it := range items {
 		if it.Event != nil && it.Event.Kind == arcp.KindLog {

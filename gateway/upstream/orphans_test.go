@@ -161,15 +161,7 @@ func TestAcksFreeTheRuntime(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			w, err := c.Watch(acc.JobID, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer w.Close()
-			items, err := readAll(ctx, w)
-			if err != nil {
-				t.Fatal(err)
-			}
+			items := watchAll(t, ctx, c, acc.JobID, 0)
 			bp := 0
 			for _, it := range items {
 				if it.Event != nil && it.Event.Kind == arcp.KindStatus {

@@ -378,13 +378,7 @@ func (c *Conn) Wait(ctx context.Context, jobID string) (Terminal, error) {
 			return Terminal{}, c.err
 		}
 		ch := j.waitChLocked()
-		c.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-		case <-c.done:
-		}
-		c.mu.Lock()
+		c.waitLocked(ctx, ch)
 		if j.term == nil && ctx.Err() != nil {
 			return Terminal{}, context.Cause(ctx)
 		}
@@ -462,13 +456,7 @@ func (w *Watcher) Next(ctx context.Context) (Item, error) {
 			return Item{}, c.err
 		}
 		ch := j.waitChLocked()
-		c.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-		case <-c.done:
-		}
-		c.mu.Lock()
+		c.waitLocked(ctx, ch)
 		if ctx.Err() != nil && !(w.pos < j.end() && w.pos >= j.base) {
 			return Item{}, context.Cause(ctx)
 		}

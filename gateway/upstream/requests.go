@@ -282,13 +282,7 @@ func (c *Conn) enqueueLocked(ctx context.Context, r *request, check func() error
 			c.spaceCh = make(chan struct{})
 		}
 		ch := c.spaceCh
-		c.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-		case <-c.done:
-		}
-		c.mu.Lock()
+		c.waitLocked(ctx, ch)
 	}
 	r.state = stateQueued
 	c.out.push(r)
@@ -505,13 +499,7 @@ func (c *Conn) Cancel(ctx context.Context, jobID, reason string) error {
 			return c.err
 		}
 		ch := j.waitChLocked()
-		c.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-		case <-c.done:
-		}
-		c.mu.Lock()
+		c.waitLocked(ctx, ch)
 		if ctx.Err() != nil && j.term == nil && !j.cancelled {
 			if r.state != stateDone {
 				c.abandonLocked(r)
@@ -535,6 +523,18 @@ func (c *Conn) resolveCancelsLocked(j *job) {
 		c.finishRequestLocked(r, nil)
 	}
 	j.cancelReqs = nil
+}
+
+// waitLocked releases mu until ch fires, ctx ends or the session ends, and
+// takes it again. c.mu must be held; callers re-check their condition.
+func (c *Conn) waitLocked(ctx context.Context, ch <-chan struct{}) {
+	c.mu.Unlock()
+	defer c.mu.Lock()
+	select {
+	case <-ch:
+	case <-ctx.Done():
+	case <-c.done:
+	}
 }
 
 // await waits until r is answered, ctx ends or the session ends. It returns

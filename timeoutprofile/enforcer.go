@@ -129,12 +129,8 @@ func build(o *options) (*Enforcer, error) {
 	seen = map[string]bool{}
 	for _, m := range o.methods {
 		where := fmt.Sprintf("WithMethodProfile(%q)", m.pattern)
-		if seen[m.pattern] {
-			return nil, fmt.Errorf("%s: duplicate definition", where)
-		}
-		seen[m.pattern] = true
-		if _, _, ok := parsePattern(m.pattern); !ok {
-			return nil, fmt.Errorf("%s: want \"/package.Service/Method\" or \"/package.Service/*\"", where)
+		if err := checkPatternOnce(seen, m.pattern, where); err != nil {
+			return nil, err
 		}
 		if _, ok := e.profiles[m.profile]; !ok {
 			return nil, fmt.Errorf("%s: unknown profile %q", where, m.profile)
@@ -154,12 +150,8 @@ func build(o *options) (*Enforcer, error) {
 	seen = map[string]bool{}
 	for _, sp := range o.streaming {
 		where := fmt.Sprintf("WithStreamingPolicy(%q)", sp.pattern)
-		if seen[sp.pattern] {
-			return nil, fmt.Errorf("%s: duplicate definition", where)
-		}
-		seen[sp.pattern] = true
-		if _, _, ok := parsePattern(sp.pattern); !ok {
-			return nil, fmt.Errorf("%s: want \"/package.Service/Method\" or \"/package.Service/*\"", where)
+		if err := checkPatternOnce(seen, sp.pattern, where); err != nil {
+			return nil, err
 		}
 		if err := checkPolicy(sp.policy, where); err != nil {
 			return nil, err
@@ -298,4 +290,18 @@ func (e *Enforcer) profileFor(ctx context.Context, m *method) *Profile {
 		}
 	}
 	return m.profile
+}
+
+// checkPatternOnce validates an option's method pattern and that no earlier
+// option of the same kind (recorded in seen) named it; where names the option
+// in the error.
+func checkPatternOnce(seen map[string]bool, pattern, where string) error {
+	if seen[pattern] {
+		return fmt.Errorf("%s: duplicate definition", where)
+	}
+	seen[pattern] = true
+	if _, _, ok := parsePattern(pattern); !ok {
+		return fmt.Errorf("%s: want \"/package.Service/Method\" or \"/package.Service/*\"", where)
+	}
+	return nil
 }

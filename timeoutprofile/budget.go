@@ -17,6 +17,11 @@ type budget struct {
 	// caller's deadline, which the parent context already carries, governs.
 	own      bool
 	deadline time.Time
+	// callerBound: own is set because the caller's deadline, less the
+	// deadline margin, is the effective budget (withMargin); the limit is
+	// LimitCallerDeadline. timeout <= 0 then means the call must end
+	// before its handler runs.
+	callerBound bool
 	// rule is the §2.2 rule that changed the request, if any.
 	rule Rule
 	// requested is what the caller asked for: the explicit override, or the
@@ -93,5 +98,26 @@ func (b budget) bound(now, callerDL time.Time, hasDL bool) budget {
 		return b
 	}
 	b.own, b.deadline = true, target
+	return b
+}
+
+// withMargin makes the interceptor end a call margin before the caller's
+// deadline when that deadline, less the margin, comes before the budget b
+// would end at (or b has no end of its own): the status then reaches the
+// caller before its own timer fires, and the budget is shortened by margin.
+// The result is own and callerBound, with deadline callerDL-margin and
+// timeout the time from now to it, which is zero or negative when less than
+// margin was left. A budget that ends earlier than callerDL-margin, a call
+// without a caller deadline and a margin of 0 leave b as it is.
+func (b budget) withMargin(now, callerDL time.Time, hasDL bool, margin time.Duration) budget {
+	if margin <= 0 || !hasDL {
+		return b
+	}
+	end := callerDL.Add(-margin)
+	if b.own && b.deadline.Before(end) {
+		return b
+	}
+	b.own, b.callerBound, b.infinite = true, true, false
+	b.deadline, b.timeout = end, end.Sub(now)
 	return b
 }

@@ -19,7 +19,9 @@ import (
 //   - When a limit fires, Done closes, Err returns context.DeadlineExceeded
 //     and context.Cause returns the *TimeoutError. Contexts derived from it
 //     see the same error and cause.
-//   - When the parent is done first, Err and Cause are the parent's.
+//   - When the parent is done first, before any of c's limits fell due,
+//     Err and Cause are the parent's; a limit already due when the
+//     parent ends (its timer late) fires instead.
 //   - When the call ends, finish cancels it with context.Canceled.
 //
 // What is lazy: the Done channel is made on the first Done call, and only
@@ -56,7 +58,7 @@ type callCtx struct {
 	start        time.Time
 	deadline     time.Time     // end of the unary/total budget; zero: none of ours
 	total        time.Duration // the budget deadline stands for
-	totalLimit   string        // LimitUnary or LimitTotal
+	totalLimit   string        // LimitUnary, LimitTotal or LimitCallerDeadline
 	initial, gap time.Duration // stream limits; 0: not enforced
 	profile      *Profile
 	m            *method
@@ -90,6 +92,9 @@ func newCallCtx(parent context.Context, m *method, p *Profile, start time.Time, 
 	c := &callCtx{parent: parent, start: start, m: m, profile: p, totalLimit: totalLimit}
 	if b.own {
 		c.deadline, c.total = b.deadline, b.timeout
+	}
+	if b.callerBound {
+		c.totalLimit = LimitCallerDeadline
 	}
 	if pol != nil {
 		c.initial, c.gap = pol.Initial, pol.Gap
@@ -200,16 +205,25 @@ func (c *callCtx) watchParentLocked() {
 }
 
 func (c *callCtx) parentDone() {
+	now := time.Now()
 	c.mu.Lock()
 	if c.state != stateActive {
 		c.mu.Unlock()
 		return
 	}
-	err := c.parent.Err()
-	if err == nil {
-		err = context.Canceled
+	var fns []func()
+	var stop func() bool
+	if te := c.expiredLocked(now); te != nil {
+		// One of our limits fell due first and its timer has not run yet
+		// (a late timer on a loaded machine): it is what ended the call.
+		fns, stop = c.fireLocked(te)
+	} else {
+		err := c.parent.Err()
+		if err == nil {
+			err = context.Canceled
+		}
+		fns, stop = c.cancelLocked(stateParent, err)
 	}
-	fns, stop := c.cancelLocked(stateParent, err)
 	c.mu.Unlock()
 	runAfter(fns, stop)
 }

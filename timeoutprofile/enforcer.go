@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/protobuf/reflect/protoregistry"
 
@@ -36,6 +37,7 @@ type Enforcer struct {
 	servicePol map[string]StreamingPolicy     // service → policy
 	callers    map[string]map[string]*Profile // profile → caller → override
 	fallback   string
+	margin     time.Duration // WithDeadlineMargin; 0: off
 	callerFn   func(context.Context) string
 	files      *protoregistry.Files
 	obs        Observer
@@ -90,11 +92,18 @@ func build(o *options) (*Enforcer, error) {
 		servicePol: map[string]StreamingPolicy{},
 		callers:    map[string]map[string]*Profile{},
 		fallback:   cfg.fallback,
+		margin:     DefaultDeadlineMargin,
 		callerFn:   o.callerFn,
 		files:      o.files,
 		obs:        o.observer,
 		log:        o.logger,
 		warn:       newWarner(o.logger, o.logInterval),
+	}
+	if cfg.hasMargin {
+		e.margin = cfg.margin
+	}
+	if o.hasMargin {
+		e.margin = o.margin
 	}
 	empty := map[string]*method{}
 	e.cache.Store(&empty)
@@ -279,6 +288,15 @@ func (e *Enforcer) methodSlow(fullMethod string) *method {
 	next[fullMethod] = m
 	e.cache.Store(&next)
 	return m
+}
+
+// callerOf returns the caller identity of a call, "" when e has no
+// identity function.
+func (e *Enforcer) callerOf(ctx context.Context) string {
+	if e.callerFn == nil {
+		return ""
+	}
+	return e.callerFn(ctx)
 }
 
 // profileFor returns the profile of a call of m: the caller's override if

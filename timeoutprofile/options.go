@@ -3,6 +3,7 @@ package timeoutprofile
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -45,6 +46,8 @@ type options struct {
 	logInterval time.Duration
 	observer    Observer
 	files       *protoregistry.Files
+	margin      time.Duration
+	hasMargin   bool
 	errs        []error
 }
 
@@ -160,4 +163,30 @@ func WithFiles(files *protoregistry.Files) Option {
 		}
 		o.files = files
 	})
+}
+
+// WithDeadlineMargin sets how long before the caller's own deadline the
+// server interceptors end a call whose effective budget is that deadline
+// (default DefaultDeadlineMargin; the configuration's deadline_margin_ms or
+// TIMEOUTPROFILE_DEADLINE_MARGIN_MS if set). The call then ends with
+// DEADLINE_EXCEEDED and the timeout details, limit "caller_deadline",
+// before the caller's timer fires; its budget is shortened by d. 0 turns
+// this off: the caller's deadline governs and its own transport usually
+// reports the timeout, without details. d must be between 0 and
+// MaxDeadlineMargin. It overrides the configuration.
+func WithDeadlineMargin(d time.Duration) Option {
+	return optionFunc(func(o *options) {
+		if err := checkMargin(d); err != nil {
+			o.errs = append(o.errs, fmt.Errorf("WithDeadlineMargin: %w", err))
+		}
+		o.margin, o.hasMargin = d, true
+	})
+}
+
+// checkMargin validates a deadline margin.
+func checkMargin(d time.Duration) error {
+	if d < 0 || d > MaxDeadlineMargin {
+		return fmt.Errorf("want 0 to %d ms (got %v)", MaxDeadlineMargin.Milliseconds(), d)
+	}
+	return nil
 }

@@ -50,6 +50,9 @@ const (
 	LimitInitial = "initial" // a stream's time to first message
 	LimitGap     = "gap"     // a stream's pause between messages
 	LimitTotal   = "total"   // a stream's total duration
+	// LimitCallerDeadline: the caller's own deadline, less the deadline
+	// margin (WithDeadlineMargin), was the call's effective budget.
+	LimitCallerDeadline = "caller_deadline"
 )
 
 // standard is SW4-002 §1.2 plus the fallback profile. Never modified.

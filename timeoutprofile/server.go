@@ -34,9 +34,12 @@ func (e *Enforcer) unaryServer(ctx context.Context, req any, info *grpc.UnarySer
 		return nil, err
 	}
 	dl, hasDL := ctx.Deadline()
-	b := computeBudget(p, start, dl, hasDL, override, hasOverride)
+	b := computeBudget(p, start, dl, hasDL, override, hasOverride).withMargin(start, dl, hasDL, e.margin)
 	if b.rule != RuleNone {
 		e.clamped(ctx, m, p, b)
+	}
+	if b.callerBound && b.timeout <= 0 {
+		return nil, e.tooLate(ctx, m, p, start)
 	}
 
 	if !b.own {
@@ -101,8 +104,12 @@ func (e *Enforcer) streamServer(srv any, ss grpc.ServerStream, info *grpc.Stream
 	} else {
 		b = computeBudget(p, start, dl, hasDL, override, hasOverride)
 	}
+	b = b.withMargin(start, dl, hasDL, e.margin)
 	if b.rule != RuleNone {
 		e.clamped(ctx, m, p, b)
+	}
+	if b.callerBound && b.timeout <= 0 {
+		return e.tooLate(ctx, m, p, start)
 	}
 
 	if !b.own && (m.streaming == nil || m.streaming.Initial == 0 && m.streaming.Gap == 0) {
@@ -166,6 +173,18 @@ func (e *Enforcer) timedOut(ctx context.Context, m *method, te *TimeoutError) er
 			slog.Int("suppressed", n))
 	}
 	return te.GRPCStatus().Err()
+}
+
+// tooLate ends a call that arrived with no more than the deadline margin
+// left on the caller's deadline, without running its handler: the handler
+// could not both work and answer before the caller's own timer fires.
+func (e *Enforcer) tooLate(ctx context.Context, m *method, p *Profile, start time.Time) error {
+	elapsed := time.Since(start)
+	m.obs.Duration(elapsed)
+	return e.timedOut(ctx, m, &TimeoutError{
+		Profile: p.Name, Elapsed: elapsed,
+		Service: m.service, Method: m.name, Limit: LimitCallerDeadline,
+	})
 }
 
 // clamped counts and logs an override rule applied to a call.

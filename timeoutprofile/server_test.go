@@ -55,13 +55,20 @@ func (g *gateway) WatchJob(r *sessiongatev1.WatchJobRequest, s grpc.ServerStream
 // (with clientOpts, e.g. client interceptors). Everything stops at cleanup.
 func serve(t testing.TB, e *timeoutprofile.Enforcer, gw *gateway, clientOpts ...grpc.DialOption) *grpc.ClientConn {
 	t.Helper()
+	return serveWith(t, e, gw, nil, clientOpts...)
+}
+
+// serveWith is serve with server options, such as interceptors in front of
+// e's.
+func serveWith(t testing.TB, e *timeoutprofile.Enforcer, gw *gateway, serverOpts []grpc.ServerOption, clientOpts ...grpc.DialOption) *grpc.ClientConn {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer(
+	srv := grpc.NewServer(append(serverOpts,
 		grpc.ChainUnaryInterceptor(e.UnaryServerInterceptor()),
-		grpc.ChainStreamInterceptor(e.StreamServerInterceptor()))
+		grpc.ChainStreamInterceptor(e.StreamServerInterceptor()))...)
 	sessiongatev1.RegisterSessionGatewayServer(srv, gw)
 	timeoutprofilev1.RegisterTimeoutProfileServiceServer(srv, timeoutprofile.NewService(e))
 	served := make(chan error, 1)
@@ -358,14 +365,17 @@ func TestInvalidOverride(t *testing.T) {
 	}
 }
 
+// callerFromMD is a test caller identity: the x-caller metadata.
+func callerFromMD(ctx context.Context) string {
+	if v := metadata.ValueFromIncomingContext(ctx, "x-caller"); len(v) == 1 {
+		return v[0]
+	}
+	return ""
+}
+
 func TestPerCallerOverLoopback(t *testing.T) {
 	e := mustNew(t, timeoutprofile.WithProfile(shortToolCall),
-		timeoutprofile.WithCallerIdentity(func(ctx context.Context) string {
-			if v := metadata.ValueFromIncomingContext(ctx, "x-caller"); len(v) == 1 {
-				return v[0]
-			}
-			return ""
-		}),
+		timeoutprofile.WithCallerIdentity(callerFromMD),
 		timeoutprofile.WithCallerProfile("batch", timeoutprofile.Profile{Name: "tool_call", Default: 200 * time.Millisecond, Min: 10 * time.Millisecond, Max: 2 * time.Second}))
 	conn := serve(t, e, &gateway{runJob: func(ctx context.Context, _ *sessiongatev1.RunJobRequest) (*sessiongatev1.RunJobResponse, error) {
 		return nil, waitForBudget(ctx)
@@ -421,6 +431,7 @@ func TestCallTimeoutWithoutInterceptor(t *testing.T) {
 
 func TestProfileServiceOverLoopback(t *testing.T) {
 	e := mustNew(t, timeoutprofile.WithProfile(timeoutprofile.Profile{Name: "batch", Default: time.Minute, Min: time.Second, Max: time.Hour}),
+		timeoutprofile.WithCallerIdentity(callerFromMD),
 		timeoutprofile.WithCallerProfile("ops", shortToolCall))
 	conn := serve(t, e, &gateway{})
 	client := timeoutprofilev1.NewTimeoutProfileServiceClient(conn)
@@ -435,7 +446,7 @@ func TestProfileServiceOverLoopback(t *testing.T) {
 	if got := strings.Join(names, ","); got != "batch,default,handoff,heartbeat,hitl_escalate,message_route,negotiation_decision,negotiation_open,negotiation_vote,registration,task_submit,tool_call,workflow_status,workflow_submit" {
 		t.Errorf("ListProfiles: %s", got)
 	}
-	r, err := client.ResolveProfile(testCtx(t), &timeoutprofilev1.ResolveProfileRequest{FullMethod: watchJob, Caller: "ops"})
+	r, err := client.ResolveProfile(withMD(testCtx(t), "x-caller", "ops"), &timeoutprofilev1.ResolveProfileRequest{FullMethod: watchJob, Caller: "ops"})
 	if err != nil {
 		t.Fatal(err)
 	}

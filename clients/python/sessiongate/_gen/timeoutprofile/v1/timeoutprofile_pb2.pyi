@@ -1,0 +1,90 @@
+from google.protobuf import descriptor_pb2 as _descriptor_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+PROFILE_FIELD_NUMBER: _ClassVar[int]
+PROFILE_SOURCE_CONFIG: ProfileSource
+PROFILE_SOURCE_FALLBACK: ProfileSource
+PROFILE_SOURCE_GUIDANCE: ProfileSource
+PROFILE_SOURCE_METHOD_OPTION: ProfileSource
+PROFILE_SOURCE_UNSPECIFIED: ProfileSource
+STREAMING_FIELD_NUMBER: _ClassVar[int]
+profile: _descriptor.FieldDescriptor
+streaming: _descriptor.FieldDescriptor
+
+class ListProfilesRequest(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class ListProfilesResponse(_message.Message):
+    __slots__ = ["profiles"]
+    PROFILES_FIELD_NUMBER: _ClassVar[int]
+    profiles: _containers.RepeatedCompositeFieldContainer[TimeoutProfile]
+    def __init__(self, profiles: _Optional[_Iterable[_Union[TimeoutProfile, _Mapping]]] = ...) -> None: ...
+
+class ResolveProfileRequest(_message.Message):
+    __slots__ = ["caller", "full_method"]
+    CALLER_FIELD_NUMBER: _ClassVar[int]
+    FULL_METHOD_FIELD_NUMBER: _ClassVar[int]
+    caller: str
+    full_method: str
+    def __init__(self, full_method: _Optional[str] = ..., caller: _Optional[str] = ...) -> None: ...
+
+class ResolveProfileResponse(_message.Message):
+    __slots__ = ["profile", "reason", "source", "streaming"]
+    PROFILE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    STREAMING_FIELD_NUMBER: _ClassVar[int]
+    profile: TimeoutProfile
+    reason: str
+    source: ProfileSource
+    streaming: StreamingTimeoutPolicy
+    def __init__(self, profile: _Optional[_Union[TimeoutProfile, _Mapping]] = ..., source: _Optional[_Union[ProfileSource, str]] = ..., reason: _Optional[str] = ..., streaming: _Optional[_Union[StreamingTimeoutPolicy, _Mapping]] = ...) -> None: ...
+
+class StreamingTimeoutPolicy(_message.Message):
+    __slots__ = ["initial_timeout_ms", "message_gap_timeout_ms", "total_timeout_ms"]
+    INITIAL_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_GAP_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    initial_timeout_ms: int
+    message_gap_timeout_ms: int
+    total_timeout_ms: int
+    def __init__(self, initial_timeout_ms: _Optional[int] = ..., message_gap_timeout_ms: _Optional[int] = ..., total_timeout_ms: _Optional[int] = ...) -> None: ...
+
+class TimeoutExceeded(_message.Message):
+    __slots__ = ["configured_timeout_ms", "elapsed_ms", "limit", "method", "profile_name", "service"]
+    CONFIGURED_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    ELAPSED_MS_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    PROFILE_NAME_FIELD_NUMBER: _ClassVar[int]
+    SERVICE_FIELD_NUMBER: _ClassVar[int]
+    configured_timeout_ms: int
+    elapsed_ms: int
+    limit: str
+    method: str
+    profile_name: str
+    service: str
+    def __init__(self, profile_name: _Optional[str] = ..., configured_timeout_ms: _Optional[int] = ..., elapsed_ms: _Optional[int] = ..., service: _Optional[str] = ..., method: _Optional[str] = ..., limit: _Optional[str] = ...) -> None: ...
+
+class TimeoutProfile(_message.Message):
+    __slots__ = ["allow_infinite", "default_timeout_ms", "max_timeout_ms", "min_timeout_ms", "profile_name"]
+    ALLOW_INFINITE_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    MAX_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    MIN_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    PROFILE_NAME_FIELD_NUMBER: _ClassVar[int]
+    allow_infinite: bool
+    default_timeout_ms: int
+    max_timeout_ms: int
+    min_timeout_ms: int
+    profile_name: str
+    def __init__(self, profile_name: _Optional[str] = ..., default_timeout_ms: _Optional[int] = ..., min_timeout_ms: _Optional[int] = ..., max_timeout_ms: _Optional[int] = ..., allow_infinite: bool = ...) -> None: ...
+
+class ProfileSource(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []

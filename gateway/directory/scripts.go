@@ -1,0 +1,158 @@
+package directory
+
+import "github.com/redis/go-redis/v9"
+
+// The Lua scripts. Every change to a record goes through one of them, so the
+// comparison of owner and epoch and the write that follows are one atomic
+// step in Redis. They mirror decide in rules.go; keep the two in step
+// (TestScriptsAgreeWithModel runs random schedules through both).
+//
+// Conventions: KEYS[1] is the session record (a hash); a lease key is built
+// inside a script from the lease prefix (ARGV) and the owner the record names,
+// so the scripts need a single Redis (or a Sentinel-managed primary): on Redis
+// Cluster all keys would have to share a slot (a prefix with a hash tag, e.g.
+// "{sessiongate}:", would do, but that is not tested). Epochs and seqs travel
+// as decimal strings and are compared as strings (Lua numbers are doubles).
+// updated_ms comes from the server's clock (TIME), one clock for every
+// replica. Scripts reply {verdict, ...}.
+
+// luaLib is prepended to every script.
+const luaLib = `
+local function now_ms()
+  local t = redis.call('TIME')
+  return t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
+end
+-- a > b for decimal strings without leading zeros
+local function gt(a, b)
+  if #a ~= #b then return #a > #b end
+  return a > b
+end
+`
+
+// fields is the order in which scripts return a record.
+// owner, epoch, caller, runtime, upstream, token, seq, updated_ms
+const luaFields = `'owner', 'epoch', 'caller', 'runtime', 'upstream', 'token', 'seq', 'updated_ms'`
+
+// Claim: ARGV me, caller, runtime, upstream, sealed token, seq, ttl_ms.
+var claimScript = redis.NewScript(luaLib + `
+if redis.call('EXISTS', KEYS[1]) == 1 then return {'EXISTS'} end
+redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'epoch', '1', 'caller', ARGV[2], 'runtime', ARGV[3],
+  'upstream', ARGV[4], 'token', ARGV[5], 'seq', ARGV[6], 'updated_ms', now_ms())
+redis.call('PEXPIRE', KEYS[1], ARGV[7])
+return {'OK', '1'}
+`)
+
+// Update: ARGV me, epoch, sealed token ("" keeps the stored one), seq, ttl_ms.
+var updateScript = redis.NewScript(luaLib + `
+local v = redis.call('HMGET', KEYS[1], 'owner', 'epoch', 'seq')
+if not v[1] then return {'NOTFOUND'} end
+if v[1] ~= ARGV[1] or v[2] ~= ARGV[2] then return {'FENCED', v[1], v[2]} end
+if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'token', ARGV[3]) end
+if gt(ARGV[4], v[3]) then redis.call('HSET', KEYS[1], 'seq', ARGV[4]) end
+redis.call('HSET', KEYS[1], 'updated_ms', now_ms())
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+return {'OK'}
+`)
+
+// Takeover: ARGV me, lease prefix, ttl_ms.
+// Replies {'OK', previous owner, record...} or {'OWNED', owner, addr}.
+var takeoverScript = redis.NewScript(luaLib + `
+local prev = redis.call('HGET', KEYS[1], 'owner')
+if not prev then return {'NOTFOUND'} end
+if prev ~= '' and prev ~= ARGV[1] then
+  local addr = redis.call('HGET', ARGV[2] .. prev, 'addr')
+  if addr then return {'OWNED', prev, addr} end
+end
+redis.call('HINCRBY', KEYS[1], 'epoch', 1)
+redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'updated_ms', now_ms())
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+local r = redis.call('HMGET', KEYS[1], ` + luaFields + `)
+table.insert(r, 1, prev)
+table.insert(r, 1, 'OK')
+return r
+`)
+
+// Release: ARGV me, epoch, ttl_ms. The record stays, unowned.
+var releaseScript = redis.NewScript(luaLib + `
+local v = redis.call('HMGET', KEYS[1], 'owner', 'epoch')
+if not v[1] then return {'NOTFOUND'} end
+if v[1] ~= ARGV[1] or v[2] ~= ARGV[2] then return {'FENCED', v[1], v[2]} end
+redis.call('HSET', KEYS[1], 'owner', '', 'updated_ms', now_ms())
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return {'OK'}
+`)
+
+// Delete: ARGV me, epoch.
+var deleteScript = redis.NewScript(luaLib + `
+local v = redis.call('HMGET', KEYS[1], 'owner', 'epoch')
+if not v[1] then return {'NOTFOUND'} end
+if v[1] ~= ARGV[1] or v[2] ~= ARGV[2] then return {'FENCED', v[1], v[2]} end
+redis.call('DEL', KEYS[1])
+return {'OK'}
+`)
+
+// Get (read-only): ARGV lease prefix.
+// Replies {'OK', record..., owner's lease addr or false, record pttl}.
+var getScript = redis.NewScript(`#!lua flags=no-writes
+local r = redis.call('HMGET', KEYS[1], ` + luaFields + `)
+if not r[1] then return {'NOTFOUND'} end
+local addr = false
+if r[1] ~= '' then addr = redis.call('HGET', ARGV[1] .. r[1], 'addr') end
+table.insert(r, 1, 'OK')
+table.insert(r, addr or '')
+table.insert(r, addr and '1' or '0')
+table.insert(r, redis.call('PTTL', KEYS[1]))
+return r
+`)
+
+// Orphans (read-only): KEYS are session records found by SCAN; ARGV lease
+// prefix. Replies {key, owner, epoch, ...} for every record whose owner is ""
+// or has no lease.
+var orphansScript = redis.NewScript(`#!lua flags=no-writes
+local live = {}
+local out = {}
+for _, k in ipairs(KEYS) do
+  local v = redis.call('HMGET', k, 'owner', 'epoch')
+  if v[1] then
+    local owner = v[1]
+    local alive = false
+    if owner ~= '' then
+      alive = live[owner]
+      if alive == nil then
+        alive = redis.call('EXISTS', ARGV[1] .. owner) == 1
+        live[owner] = alive
+      end
+    end
+    if not alive then
+      table.insert(out, k)
+      table.insert(out, owner)
+      table.insert(out, v[2])
+    end
+  end
+end
+return out
+`)
+
+// Lease refresh: KEYS[1] lease key; ARGV incarnation, addr, started_ms, ttl_ms.
+// A lease held by another incarnation (another process with the same
+// instance id) is left alone: {'CONFLICT', its incarnation}.
+var leaseScript = redis.NewScript(`
+local cur = redis.call('HGET', KEYS[1], 'incarnation')
+if cur and cur ~= ARGV[1] then return {'CONFLICT', cur} end
+redis.call('HSET', KEYS[1], 'incarnation', ARGV[1], 'addr', ARGV[2], 'started_ms', ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+return {'OK'}
+`)
+
+// Lease drop: KEYS[1] lease key; ARGV incarnation.
+var leaseDropScript = redis.NewScript(`
+if redis.call('HGET', KEYS[1], 'incarnation') == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return {'OK'}
+`)
+
+// Owner lookup (read-only): KEYS[1] lease key. Replies {addr, started_ms, pttl} or {}.
+var ownerScript = redis.NewScript(`#!lua flags=no-writes
+local v = redis.call('HMGET', KEYS[1], 'addr', 'started_ms')
+if not v[1] then return {} end
+return {v[1], v[2] or '0', redis.call('PTTL', KEYS[1])}
+`)

@@ -3,6 +3,7 @@ package arcpruntime
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,6 +25,10 @@ type jobIO struct {
 	// not wait when no transport is attached or the runtime is stalled, nor
 	// for a client that made no progress for paceGiveUp.
 	pace func(ctx context.Context) error
+	// streamed records that the agent streamed its result as result_chunk
+	// events; the job then ends with job.result{result_id, result_size,
+	// summary} (the agent returns no result).
+	streamed func(streamedResult)
 }
 
 // runFunc runs a prepared job. It must return promptly when ctx ends.
@@ -33,7 +38,14 @@ type runFunc func(ctx context.Context, io jobIO) (json.RawMessage, error)
 // INVALID_REQUEST) and returns the job body.
 type agent struct {
 	name    string
-	prepare func(input json.RawMessage, progress bool) (runFunc, error)
+	prepare func(input json.RawMessage, env agentEnv) (runFunc, error)
+}
+
+// agentEnv is what an agent may know of its session and runtime.
+type agentEnv struct {
+	progress    bool // progress was negotiated
+	resultChunk bool // result_chunk was negotiated
+	dialect     *Dialect
 }
 
 // agentVersion is the one version every demo agent has.
@@ -53,6 +65,7 @@ var defaultAgents = []agent{
 	{name: "sleep", prepare: prepareSleep},
 	{name: "stream", prepare: prepareStream},
 	{name: "fail", prepare: prepareFail},
+	{name: "chunked", prepare: prepareChunked},
 }
 
 // agentList is the welcome's agent list.
@@ -81,13 +94,13 @@ func lookupAgent(agents []agent, spec string) (*agent, string, string) {
 }
 
 // echo: the result is the input, any JSON value.
-func prepareEcho(input json.RawMessage, _ bool) (runFunc, error) {
+func prepareEcho(input json.RawMessage, _ agentEnv) (runFunc, error) {
 	return func(context.Context, jobIO) (json.RawMessage, error) { return input, nil }, nil
 }
 
 // sleep: {"ms": N}; progress events about every 100ms (at least one at the
 // start and one at the end), then {"slept_ms": N}.
-func prepareSleep(input json.RawMessage, progress bool) (runFunc, error) {
+func prepareSleep(input json.RawMessage, env agentEnv) (runFunc, error) {
 	fields, err := objectFields(input)
 	if err != nil {
 		return nil, err
@@ -97,7 +110,7 @@ func prepareSleep(input json.RawMessage, progress bool) (runFunc, error) {
 		return nil, err
 	}
 	kind := arcp.KindProgress
-	if !progress {
+	if !env.progress {
 		kind = arcp.KindStatus // progress was not negotiated
 	}
 	return func(ctx context.Context, io jobIO) (json.RawMessage, error) {
@@ -139,7 +152,7 @@ func prepareSleep(input json.RawMessage, progress bool) (runFunc, error) {
 
 // stream: {"count": N, "interval_ms": M}; N log events M ms apart, then
 // {"count": N}.
-func prepareStream(input json.RawMessage, _ bool) (runFunc, error) {
+func prepareStream(input json.RawMessage, _ agentEnv) (runFunc, error) {
 	fields, err := objectFields(input)
 	if err != nil {
 		return nil, err
@@ -183,7 +196,7 @@ func prepareStream(input json.RawMessage, _ bool) (runFunc, error) {
 
 // fail: {"code", "message", "retryable"?, "details"?}; ends in job.error
 // with the code normalized.
-func prepareFail(input json.RawMessage, _ bool) (runFunc, error) {
+func prepareFail(input json.RawMessage, _ agentEnv) (runFunc, error) {
 	var in struct {
 		Code      string          `json:"code"`
 		Message   string          `json:"message"`
@@ -206,6 +219,106 @@ func prepareFail(input json.RawMessage, _ bool) (runFunc, error) {
 	}
 	e := &agentError{code: arcp.NormalizeCode(in.Code), message: truncate(in.Message, 4096), retryable: in.Retryable, details: in.Details}
 	return func(context.Context, jobIO) (json.RawMessage, error) { return nil, e }, nil
+}
+
+// Limits of the chunked agent.
+const (
+	maxChunkedSize      = 32 << 20
+	maxChunkBytes       = 1 << 20
+	defaultChunkedBytes = 64 << 10
+)
+
+// ChunkedByte is byte i of every result the chunked agent produces.
+func ChunkedByte(i int64) byte { return 'a' + byte(i%26) }
+
+// resultChunk is the body of a job.event of kind result_chunk (§8.4).
+type resultChunk struct {
+	ResultID string `json:"result_id"`
+	ChunkSeq int64  `json:"chunk_seq"`
+	Data     string `json:"data"`
+	Encoding string `json:"encoding"`
+	More     bool   `json:"more"`
+}
+
+// chunked: {"size": N, "chunk_bytes": M, "encoding": "utf8"|"base64"}; a
+// result of N bytes (ChunkedByte), streamed as result_chunk events of at
+// most M bytes each when result_chunk is negotiated (or the dialect streams
+// anyway), else inline as one string in that encoding, or refused
+// (Dialect.Stream).
+func prepareChunked(input json.RawMessage, env agentEnv) (runFunc, error) {
+	fields, err := objectFields(input)
+	if err != nil {
+		return nil, err
+	}
+	size, err := intField(fields, "size", true, 0, maxChunkedSize)
+	if err != nil {
+		return nil, err
+	}
+	chunk, err := intField(fields, "chunk_bytes", false, 1, maxChunkBytes)
+	if err != nil {
+		return nil, err
+	}
+	if chunk == 0 {
+		chunk = defaultChunkedBytes
+	}
+	encoding := "utf8"
+	if raw, ok := fields["encoding"]; ok && !bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		if json.Unmarshal(raw, &encoding) != nil || encoding != "utf8" && encoding != "base64" {
+			return nil, errors.New(`encoding must be "utf8" or "base64"`)
+		}
+	}
+	encode := func(from, to int64) string {
+		b := make([]byte, to-from)
+		for i := range b {
+			b[i] = ChunkedByte(from + int64(i))
+		}
+		if encoding == "base64" {
+			return base64.StdEncoding.EncodeToString(b)
+		}
+		return string(b)
+	}
+	d := env.dialect
+	if !env.resultChunk && d.Stream != StreamAnyway {
+		if d.Stream == StreamRefuse {
+			e := &agentError{code: arcp.CodeInvalidRequest, message: "cannot emit result_chunk event without negotiated 'result_chunk' feature"}
+			return func(context.Context, jobIO) (json.RawMessage, error) { return nil, e }, nil
+		}
+		return func(context.Context, jobIO) (json.RawMessage, error) {
+			return json.Marshal(encode(0, size))
+		}, nil
+	}
+	finalEmpty := d.ChunkFinalEmpty
+	return func(ctx context.Context, io jobIO) (json.RawMessage, error) {
+		id := "res_" + randomHex(16)
+		var seq int64
+		send := func(from, to int64, more bool) error {
+			if err := io.pace(ctx); err != nil {
+				return err
+			}
+			if err := io.emit(arcp.KindResultChunk, resultChunk{ResultID: id, ChunkSeq: seq, Data: encode(from, to), Encoding: encoding, More: more}); err != nil {
+				return err
+			}
+			seq++
+			return nil
+		}
+		for from := int64(0); from < size; from += chunk {
+			to := min(from+chunk, size)
+			if err := send(from, to, to < size || finalEmpty); err != nil {
+				return nil, err
+			}
+		}
+		if size == 0 || finalEmpty {
+			if err := send(0, 0, false); err != nil {
+				return nil, err
+			}
+		}
+		sr := streamedResult{ResultID: id, ResultSize: size}
+		if !finalEmpty {
+			sr.Summary = strconv.FormatInt(size, 10) + " bytes in " + strconv.FormatInt(seq, 10) + " chunks"
+		}
+		io.streamed(sr)
+		return nil, nil
+	}, nil
 }
 
 // objectFields decodes a JSON object into its raw fields.

@@ -94,6 +94,9 @@ func (t *transport) push(req request) bool {
 // transport ends; requests still queued then are abandoned unanswered, as a
 // crash would leave them.
 func (t *transport) dispatchLoop() {
+	if !t.dispatchLate() {
+		return
+	}
 	for {
 		select {
 		case req := <-t.reqs:
@@ -118,7 +121,11 @@ func (t *transport) dispatch(req request) {
 	env := req.env
 	switch env.Type {
 	case arcp.TypeSubmit:
-		t.submit(env)
+		if t.submit(env, false) && r.opts.Dialect.LateAcceptAcrossResume {
+			r.mu.Lock()
+			t.keepLateLocked([]*arcp.Envelope{env})
+			r.mu.Unlock()
+		}
 	case arcp.TypeCancel:
 		t.cancelJob(env)
 	case arcp.TypeListJobs:
@@ -130,6 +137,38 @@ func (t *transport) dispatch(req request) {
 	case arcp.TypeClose, arcp.TypeClosed, arcp.TypeBye:
 		t.closeSession(env)
 	}
+}
+
+// dispatchLate answers the submits a previous transport left unanswered
+// (Dialect.LateAcceptAcrossResume), once the resume's replay was sent. It
+// reports false if the transport ended first; the rest are then kept for
+// the next one.
+func (t *transport) dispatchLate() bool {
+	r := t.r
+	r.mu.Lock()
+	late := t.late
+	t.late = nil
+	r.mu.Unlock()
+	if len(late) == 0 {
+		return true
+	}
+	select {
+	case <-t.replayed:
+	case <-t.ctx.Done():
+		r.mu.Lock()
+		t.keepLateLocked(late)
+		r.mu.Unlock()
+		return false
+	}
+	for i, env := range late {
+		if t.submit(env, true) {
+			r.mu.Lock()
+			t.keepLateLocked(late[i:])
+			r.mu.Unlock()
+			return false
+		}
+	}
+	return true
 }
 
 func (t *transport) rejectLocked(env *arcp.Envelope, code, msg string, retryable bool) {
@@ -145,49 +184,60 @@ func (t *transport) reject(env *arcp.Envelope, code, msg string, retryable bool)
 // maxRuntimeSecCap keeps max_runtime_sec within time.Duration.
 const maxRuntimeSecCap = 1 << 31
 
-func (t *transport) submit(env *arcp.Envelope) {
+// submit answers a job.submit. late submits (left by a previous transport)
+// skip the accept delay. It reports true when the transport ended before
+// the submit was answered (abandoned).
+func (t *transport) submit(env *arcp.Envelope, late bool) (abandoned bool) {
 	r := t.r
-	if d := time.Duration(r.acceptDelay.Load()); d > 0 {
-		timer := time.NewTimer(d)
+	d := &r.opts.Dialect
+	if delay := time.Duration(r.acceptDelay.Load()); delay > 0 && !late {
+		timer := time.NewTimer(delay)
 		select {
 		case <-timer.C:
 		case <-t.ctx.Done():
 			timer.Stop()
-			return
+			return true
 		}
 	}
-	reject := func(code, msg string, retryable bool) {
-		r.stats.jobsRejected.Add(1)
-		t.reject(env, code, msg, retryable)
+	// reject answers a rejection decided before the state is examined;
+	// schema marks a payload the TS runtime's schema would refuse.
+	reject := func(code, msg string, retryable, schema bool) bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if d.LateAcceptAcrossResume && t.ctx.Err() != nil {
+			return true
+		}
+		t.rejectSubmitLocked(env, code, msg, retryable, schema)
+		return false
 	}
 	p, err := arcp.DecodePayload[arcp.Submit](env)
 	if err != nil {
-		reject(arcp.CodeInvalidRequest, "invalid job.submit payload", false)
-		return
+		return reject(arcp.CodeInvalidRequest, "invalid job.submit payload", false, true)
 	}
 	if p.Agent == "" {
-		reject(arcp.CodeInvalidRequest, "agent is required", false)
-		return
+		return reject(arcp.CodeInvalidRequest, "agent is required", false, true)
 	}
 	if p.MaxRuntimeSec < 0 {
-		reject(arcp.CodeInvalidRequest, "max_runtime_sec must not be negative", false)
-		return
+		return reject(arcp.CodeInvalidRequest, "max_runtime_sec must not be negative", false, true)
 	}
 	ag, version, code := lookupAgent(r.agents, p.Agent)
 	if code != "" {
-		reject(code, "agent "+strconv.Quote(truncate(p.Agent, 128))+" is not available", false)
-		return
+		return reject(code, "agent "+strconv.Quote(truncate(p.Agent, 128))+" is not available", false, false)
 	}
 	input := p.Input
 	if len(bytes.TrimSpace(input)) == 0 {
 		input = json.RawMessage("null")
 	}
 	r.mu.Lock()
-	progress := t.sess != nil && t.sess.features[arcp.FeatureProgress]
+	aenv := agentEnv{dialect: d}
+	if t.sess != nil {
+		aenv.progress = t.sess.features[arcp.FeatureProgress]
+		aenv.resultChunk = t.sess.features[arcp.FeatureResultChunk]
+	}
 	r.mu.Unlock()
 	// Validate the input outside the lock; the error is answered in order
 	// below, after the idempotency check.
-	run, inputErr := ag.prepare(input, progress)
+	run, inputErr := ag.prepare(input, aenv)
 	var digest [sha256.Size]byte
 	if p.IdempotencyKey != "" {
 		digest = inputDigest(input)
@@ -196,38 +246,59 @@ func (t *transport) submit(env *arcp.Envelope) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := t.sess
-	if s == nil || s.gone || r.closed || t.ctx.Err() != nil {
-		return
+	if s == nil || s.gone || r.closed {
+		return false
+	}
+	if t.ctx.Err() != nil {
+		return true
 	}
 	spec := ag.name + "@" + version
 	if p.IdempotencyKey != "" {
-		if prev := s.idem[p.IdempotencyKey]; prev != nil {
+		if prev := r.keyedJobLocked(s, p.IdempotencyKey); prev != nil {
 			if prev.spec == spec && prev.digest == digest {
-				t.sendLocked(arcp.TypeAccepted, prev.id, prev.acceptedPayload())
-				return
+				trace := prev.traceID
+				if d.ReplayRetryTrace {
+					trace = r.traceFor(env.TraceID)
+				}
+				t.sendAcceptedLocked(prev, trace)
+				return false
 			}
 			r.stats.jobsRejected.Add(1)
-			t.rejectLocked(env, arcp.CodeDuplicateKey, "idempotency_key was used with different parameters", false)
-			return
+			const msg = "idempotency_key was used with different parameters"
+			if d.RejectAs == RejectJobError {
+				details, _ := json.Marshal(map[string]string{"existing_job_id": prev.id})
+				t.jobErrorAnswerLocked(prev.id, arcp.CodeDuplicateKey, msg, details)
+			} else {
+				t.rejectLocked(env, arcp.CodeDuplicateKey, msg, false)
+			}
+			return false
 		}
 	}
 	if inputErr != nil {
-		r.stats.jobsRejected.Add(1)
-		t.rejectLocked(env, arcp.CodeInvalidRequest, "invalid input for agent "+ag.name+": "+inputErr.Error(), false)
-		return
+		t.rejectSubmitLocked(env, arcp.CodeInvalidRequest, "invalid input for agent "+ag.name+": "+inputErr.Error(), false, false)
+		return false
 	}
 	if s.live >= r.opts.MaxConcurrentJobs {
-		r.stats.jobsRejected.Add(1)
-		t.rejectLocked(env, arcp.CodeResourceExhausted, "too many live jobs in this session (max "+strconv.Itoa(r.opts.MaxConcurrentJobs)+")", true)
-		return
+		t.rejectSubmitLocked(env, arcp.CodeResourceExhausted, "too many live jobs in this session (max "+strconv.Itoa(r.opts.MaxConcurrentJobs)+")", true, false)
+		return false
+	}
+	id := "job_" + randomHex(16)
+	if p.IdempotencyKey == "" {
+		if r.reuseID != "" {
+			id, r.reuseID = r.reuseID, ""
+		} else if d.ReuseLiveJobID {
+			if lj := s.lastLiveLocked(); lj != nil {
+				id = lj.id
+			}
+		}
 	}
 	r.nextOrd++
 	j := &job{
-		id:         "job_" + randomHex(16),
+		id:         id,
 		spec:       spec,
 		sess:       s,
 		digest:     digest,
-		traceID:    env.TraceID,
+		traceID:    r.traceFor(env.TraceID),
 		idemKey:    p.IdempotencyKey,
 		acceptedAt: now3339(),
 		ord:        r.nextOrd,
@@ -242,20 +313,115 @@ func (t *transport) submit(env *arcp.Envelope) {
 	}
 	j.ctx, j.cancel = context.WithCancelCause(r.ctx)
 	// job.accepted is queued before the job can emit anything.
-	t.sendLocked(arcp.TypeAccepted, j.id, j.acceptedPayload())
+	t.sendAcceptedLocked(j, j.traceID)
 	if !r.goLocked(func() { r.runJob(j) }) {
 		j.cancel(errClosed)
-		return
+		return false
 	}
 	s.jobs[j.id] = j
 	s.jobList = append(s.jobList, j)
 	if j.idemKey != "" {
 		s.idem[j.idemKey] = j
+		if d.IdempotencyScope == ScopePrincipal {
+			r.idem[principalKey(s.principal, j.idemKey)] = j
+		}
 	}
 	s.live++
 	r.index.addInput(r.index.record(j.id), input)
 	r.stats.jobsAccepted.Add(1)
 	r.trimJobsLocked(s)
+	return false
+}
+
+// traceFor is the trace id of a job submitted with trace (Dialect.Trace).
+func (r *Runtime) traceFor(trace string) string {
+	switch r.opts.Dialect.Trace {
+	case TraceEchoOrMint:
+		if trace == "" {
+			trace = randomHex(16)
+		}
+	case TraceNone:
+		trace = ""
+	}
+	return trace
+}
+
+// sendAcceptedLocked queues j's job.accepted carrying trace; the envelope
+// carries it too with TraceEchoOrMint.
+func (t *transport) sendAcceptedLocked(j *job, trace string) {
+	a := j.acceptedPayload()
+	a.TraceID = trace
+	envTrace := ""
+	if t.r.opts.Dialect.Trace == TraceEchoOrMint {
+		envTrace = trace
+	}
+	t.sendTracedLocked(arcp.TypeAccepted, j.id, envTrace, a)
+}
+
+// rejectSubmitLocked answers a refused job.submit as Dialect.RejectAs and
+// Dialect.VersionErrorNoRequestID say; schema marks a payload the TS
+// runtime's schema would refuse.
+func (t *transport) rejectSubmitLocked(env *arcp.Envelope, code, msg string, retryable, schema bool) {
+	r := t.r
+	d := &r.opts.Dialect
+	r.stats.jobsRejected.Add(1)
+	switch {
+	case code == arcp.CodeAgentVersionNotAvailable && d.VersionErrorNoRequestID:
+		t.sendErrorLocked(&arcp.Error{Code: code, Message: msg}, false)
+	case d.RejectAs != RejectJobError:
+		t.rejectLocked(env, code, msg, retryable)
+	case schema:
+		t.sendErrorLocked(&arcp.Error{Code: arcp.CodeInvalidRequest, Message: msg}, false)
+	case code == arcp.CodeResourceExhausted:
+		t.sendErrorLocked(&arcp.Error{Code: arcp.CodeInternalError, Message: msg, Retryable: true}, false)
+	default:
+		t.jobErrorAnswerLocked("job_"+randomHex(16), code, msg, nil)
+	}
+}
+
+// jobErrorAnswerLocked answers a request with a sequenced job.error
+// {final_status "error", retryable false} on jobID (RejectJobError).
+func (t *transport) jobErrorAnswerLocked(jobID, code, msg string, details json.RawMessage) {
+	s := t.sess
+	if s == nil || s.gone {
+		return
+	}
+	payload, err := json.Marshal(arcp.JobError{FinalStatus: arcp.StatusError, Code: code, Message: msg, Details: details})
+	if err != nil {
+		return
+	}
+	t.appendAnswerLocked(s, arcp.TypeJobError, jobID, "", payload)
+}
+
+// keyedJobLocked returns the job holding an idempotency key for s
+// (Dialect.IdempotencyScope).
+func (r *Runtime) keyedJobLocked(s *session, key string) *job {
+	if r.opts.Dialect.IdempotencyScope == ScopePrincipal {
+		return r.idem[principalKey(s.principal, key)]
+	}
+	return s.idem[key]
+}
+
+// forgetKeyLocked drops a principal-scoped key of s that j holds.
+func (r *Runtime) forgetKeyLocked(s *session, key string, j *job) {
+	if r.opts.Dialect.IdempotencyScope != ScopePrincipal {
+		return
+	}
+	if pk := principalKey(s.principal, key); r.idem[pk] == j {
+		delete(r.idem, pk)
+	}
+}
+
+func principalKey(principal, key string) string { return principal + "\x00" + key }
+
+// lastLiveLocked returns the most recently accepted live job of s.
+func (s *session) lastLiveLocked() *job {
+	for i := len(s.jobList) - 1; i >= 0; i-- {
+		if j := s.jobList[i]; !j.terminal {
+			return j
+		}
+	}
+	return nil
 }
 
 // trimJobsLocked forgets the oldest terminal jobs of s beyond the retention
@@ -269,9 +435,12 @@ func (r *Runtime) trimJobsLocked(s *session) {
 	for _, j := range s.jobList {
 		if excess > 0 && j.terminal {
 			excess--
-			delete(s.jobs, j.id)
+			if s.jobs[j.id] == j { // ids are reused only by ReuseLiveJobID
+				delete(s.jobs, j.id)
+			}
 			if j.idemKey != "" && s.idem[j.idemKey] == j {
 				delete(s.idem, j.idemKey)
+				r.forgetKeyLocked(s, j.idemKey, j)
 			}
 			continue
 		}
@@ -311,12 +480,19 @@ func (t *transport) cancelJob(env *arcp.Envelope) {
 	}
 	r.index.record(env.JobID).cancelled = true
 	j := s.jobs[env.JobID]
+	notFound := func(msg string) {
+		if r.opts.Dialect.RejectAs == RejectJobError {
+			t.jobErrorAnswerLocked(env.JobID, arcp.CodeJobNotFound, msg, nil)
+		} else {
+			t.rejectLocked(env, arcp.CodeJobNotFound, msg, false)
+		}
+	}
 	switch {
 	case j == nil:
-		t.rejectLocked(env, arcp.CodeJobNotFound, "no such job in this session", false)
+		notFound("no such job in this session")
 		return
 	case j.terminal:
-		t.rejectLocked(env, arcp.CodeJobNotFound, "job already finished", false)
+		notFound("job already finished")
 		return
 	}
 	if !j.cancelRequested {
@@ -325,6 +501,12 @@ func (t *transport) cancelJob(env *arcp.Envelope) {
 		r.stats.jobsCancelled.Add(1)
 		close(j.cancelCh)
 		j.cancel(errJobCancelled)
+	}
+	if r.opts.Dialect.CancelledSeq {
+		if payload, err := json.Marshal(arcp.Cancelled{JobID: j.id, Reason: j.cancelReason}); err == nil {
+			t.appendAnswerLocked(s, arcp.TypeCancelled, j.id, j.traceID, payload)
+		}
+		return
 	}
 	t.sendLocked(arcp.TypeCancelled, j.id, arcp.Cancelled{JobID: j.id, Reason: j.cancelReason})
 }

@@ -28,7 +28,7 @@ func newStubbornServer(tb testing.TB, opts Options, release <-chan struct{}) *Se
 	rt := srv.Runtime()
 	rt.agents = append(slices.Clip(rt.agents), agent{
 		name: "stubborn",
-		prepare: func(json.RawMessage, bool) (runFunc, error) {
+		prepare: func(json.RawMessage, agentEnv) (runFunc, error) {
 			return func(_ context.Context, io jobIO) (json.RawMessage, error) {
 				_ = io.emit(arcp.KindLog, map[string]string{"message": "started"})
 				<-release

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -36,6 +37,7 @@ type job struct {
 	cancelRequested bool
 	cancelReason    string
 	subs            map[*session]struct{} // other sessions subscribed to this job
+	lost            bool                  // Dialect.LoseRunningJobsOnResume: emits nothing more
 }
 
 func (j *job) agentName() string {
@@ -58,8 +60,18 @@ type agentError struct {
 func (e *agentError) Error() string { return e.code + ": " + e.message }
 
 type agentOutcome struct {
-	result json.RawMessage
-	err    error
+	result   json.RawMessage
+	err      error
+	streamed *streamedResult // the result was streamed as result_chunk events
+}
+
+// streamedResult is how an agent that streamed its result ends the job:
+// job.result{final_status, result_id, result_size, summary}.
+type streamedResult struct {
+	FinalStatus string `json:"final_status"`
+	ResultID    string `json:"result_id"`
+	ResultSize  int64  `json:"result_size"`
+	Summary     string `json:"summary,omitempty"`
 }
 
 var errStopped = errors.New("arcpruntime: job no longer emits")
@@ -100,12 +112,15 @@ func (r *Runtime) runJob(j *job) {
 		}
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		if j.terminal || j.sess.gone && len(j.subs) == 0 {
+		if j.terminal || j.lost || j.sess.gone && len(j.subs) == 0 {
 			return errStopped
 		}
 		r.emitLocked(j, arcp.TypeEvent, p)
 		return nil
 	}
+
+	// A streamed result, recorded by the agent goroutine before it returns.
+	var streamed *streamedResult
 
 	// The client's progress as pace last saw it; only the agent goroutine
 	// calls pace.
@@ -161,8 +176,8 @@ func (r *Runtime) runJob(j *job) {
 	run := j.run
 	j.run = nil // only this goroutine reads it; do not retain the input
 	wg.Go(func() {
-		res, err := run(ctx, jobIO{emit: emit, pace: pace})
-		outcome <- agentOutcome{result: res, err: err}
+		res, err := run(ctx, jobIO{emit: emit, pace: pace, streamed: func(sr streamedResult) { streamed = &sr }})
+		outcome <- agentOutcome{result: res, err: err, streamed: streamed}
 	})
 
 	var (
@@ -187,7 +202,11 @@ func (r *Runtime) runJob(j *job) {
 // finish decides and emits j's terminal envelope.
 func (r *Runtime) finish(j *job, ctx context.Context, out agentOutcome, returned bool) {
 	var success []byte
-	if returned && out.err == nil {
+	if returned && out.err == nil && out.streamed != nil {
+		sr := *out.streamed
+		sr.FinalStatus = arcp.StatusSuccess
+		success, _ = json.Marshal(sr) // plain strings and numbers
+	} else if returned && out.err == nil {
 		res := out.result
 		if len(res) == 0 {
 			res = json.RawMessage("null")
@@ -249,6 +268,9 @@ func (r *Runtime) finish(j *job, ctx context.Context, out agentOutcome, returned
 // emitLocked buffers a sequenced envelope of j in its session and in every
 // subscribed session, each with that session's own event_seq.
 func (r *Runtime) emitLocked(j *job, typ string, payload []byte) {
+	if j.lost {
+		return
+	}
 	r.appendLocked(j.sess, typ, j.id, j.traceID, payload)
 	for b := range j.subs {
 		r.appendLocked(b, typ, j.id, j.traceID, payload)
@@ -349,18 +371,36 @@ func (t *transport) unsubscribe(env *arcp.Envelope) {
 }
 
 // closeSession ends the session gracefully: session.close is answered with
-// session.closed; session.bye and session.closed just close.
+// session.closed; session.bye and session.closed just close. Dialect.ByeOnly
+// and Dialect.CloseOnly refuse the types they do not know.
 func (t *transport) closeSession(env *arcp.Envelope) {
 	r := t.r
+	d := &r.opts.Dialect
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := t.sess
 	if s == nil || s.gone {
 		return
 	}
+	switch {
+	case d.ByeOnly && env.Type != arcp.TypeBye:
+		r.stats.unknownTypes.Add(1)
+		details, _ := json.Marshal(map[string]string{"type": env.Type})
+		t.sendErrorLocked(&arcp.Error{Code: arcp.CodeInvalidRequest, Message: "unknown core message type " + strconv.Quote(env.Type), Details: details}, false)
+		return
+	case d.CloseOnly && env.Type != arcp.TypeClose:
+		r.stats.unknownTypes.Add(1)
+		t.rejectLocked(env, arcp.CodeInvalidRequest, "unknown envelope type "+env.Type, false)
+		return
+	}
 	var data []byte
 	if env.Type == arcp.TypeClose {
-		data = r.encodeControl(arcp.TypeClosed, s.id, "", arcp.Close{Reason: "closed by client"}, nil)
+		reason := "closed by client"
+		if d.CloseOnly {
+			p, _ := arcp.DecodePayload[arcp.Close](env)
+			reason = truncate(p.Reason, 1024)
+		}
+		data = r.encodeControl(arcp.TypeClosed, s.id, "", arcp.Close{Reason: reason}, nil)
 	}
 	r.discardLocked(s, errSessionGone, false)
 	t.closeLocked(data, "session closed")

@@ -50,10 +50,14 @@ type Options struct {
 	WriteQueue int
 	// Logger receives diagnostics. Nil discards them.
 	Logger *slog.Logger
+	// Dialect makes the runtime behave as one of the official SDK runtimes
+	// in the ways it lists. The zero value is DialectReference. New panics
+	// and Listen fails if it is invalid (see Dialect.Validate).
+	Dialect Dialect
 }
 
 // DefaultFeatures are offered when Options.Features is nil.
-var DefaultFeatures = []string{"heartbeat", "ack", "list_jobs", "subscribe", "progress", "agent_versions"}
+var DefaultFeatures = []string{"heartbeat", "ack", "list_jobs", "subscribe", "progress", "agent_versions", "result_chunk"}
 
 // Defaults.
 const (

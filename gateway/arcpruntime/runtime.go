@@ -40,10 +40,15 @@ type Runtime struct {
 	transports map[*transport]struct{} // guarded by mu
 	nextOrd    uint64                  // guarded by mu; runtime-wide job ordinal
 	index      jobIndex                // guarded by mu; test-hook records
+	idem       map[string]*job         // guarded by mu; principal-scoped keys (ScopePrincipal)
+	reuseID    string                  // guarded by mu; ReuseJobIDOnce
 }
 
 // New returns a runtime configured by opts (zero fields take defaults).
 func New(opts Options) *Runtime {
+	if err := opts.Dialect.Validate(); err != nil {
+		panic(err)
+	}
 	opts = opts.withDefaults()
 	ctx, cancel := context.WithCancelCause(context.Background())
 	return &Runtime{
@@ -55,6 +60,7 @@ func New(opts Options) *Runtime {
 		sessions:   make(map[string]*session),
 		transports: make(map[*transport]struct{}),
 		index:      newJobIndex(),
+		idem:       make(map[string]*job),
 	}
 }
 
@@ -251,6 +257,15 @@ func (r *Runtime) Reset() {
 	for _, j := range jobs {
 		<-j.done
 	}
+}
+
+// ReuseJobIDOnce makes the next job accepted for a submit without
+// idempotency key, in any session, get jobID instead of a fresh id — even
+// when a live job has that id, as a buggy runtime would. Empty turns it off.
+func (r *Runtime) ReuseJobIDOnce(jobID string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reuseID = jobID
 }
 
 // Cancelled reports whether job.cancel was received for jobID (from any

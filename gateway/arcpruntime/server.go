@@ -27,6 +27,9 @@ type Server struct {
 // "127.0.0.1:0" or "localhost:0". It serves the WebSocket at any path; URL
 // names the conventional /arcp.
 func Listen(addr string, opts Options) (*Server, error) {
+	if err := opts.Dialect.Validate(); err != nil {
+		return nil, err
+	}
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("arcpruntime: listen %q: %w", addr, err)

@@ -43,6 +43,10 @@ type session struct {
 
 	expiry    *time.Timer // armed while detached
 	expiryGen uint64
+
+	// Submits left unanswered by a transport that ended, for the next one
+	// (Dialect.LateAcceptAcrossResume).
+	late []*arcp.Envelope
 }
 
 // entry is one buffered sequenced envelope.
@@ -179,7 +183,21 @@ func (r *Runtime) detachLocked(t *transport) {
 	if s.gone || r.closed {
 		return
 	}
+	r.loseJobsLocked(s)
 	r.armExpiryLocked(s)
+}
+
+// loseJobsLocked marks the live jobs of s as lost when its transport ends
+// (Dialect.LoseRunningJobsOnResume): they emit nothing more.
+func (r *Runtime) loseJobsLocked(s *session) {
+	if !r.opts.Dialect.LoseRunningJobsOnResume {
+		return
+	}
+	for _, j := range s.jobList {
+		if !j.terminal {
+			j.lost = true
+		}
+	}
 }
 
 func (r *Runtime) armExpiryLocked(s *session) {
@@ -230,6 +248,10 @@ func (r *Runtime) discardLocked(s *session, cause error, abort bool) []*job {
 		delete(j.subs, s)
 	}
 	s.subs = nil
+	s.late = nil
+	for k, j := range s.idem {
+		r.forgetKeyLocked(s, k, j)
+	}
 	s.buf, s.head, s.bufBytes = nil, 0, 0
 	if s.cur != nil && abort {
 		s.cur.abort(cause)
@@ -324,11 +346,9 @@ func (t *transport) failHandshake(e *arcp.Error) {
 // resume handles a hello carrying resume.
 func (t *transport) resume(res *arcp.Resume, principal string, features []string) bool {
 	r := t.r
+	d := &r.opts.Dialect
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.closed || t.ctx.Err() != nil {
-		return false
-	}
 	fail := func(code, msg string) bool {
 		r.stats.resumeFailures.Add(1)
 		r.stats.handshakeFailures.Add(1)
@@ -336,6 +356,10 @@ func (t *transport) resume(res *arcp.Resume, principal string, features []string
 			r.stats.authFailures.Add(1)
 		}
 		t.sendErrorLocked(&arcp.Error{Code: code, Message: msg}, true)
+		return false
+	}
+again:
+	if r.closed || t.ctx.Err() != nil {
 		return false
 	}
 	s := r.sessions[res.SessionID]
@@ -351,10 +375,22 @@ func (t *transport) resume(res *arcp.Resume, principal string, features []string
 	case res.LastEventSeq < s.seq && s.firstSeqLocked() > res.LastEventSeq+1:
 		r.discardLocked(s, errSessionExpired, true)
 		return fail(arcp.CodeResumeWindowExpired, "replay buffer no longer reaches back to last_event_seq")
+	case d.RefuseCaughtUpResume && res.LastEventSeq == s.seq && s.seq > 0:
+		// The session and its token are kept.
+		return fail(arcp.CodeResumeWindowExpired, "nothing buffered after last_event_seq")
 	}
 	if old := s.cur; old != nil {
 		old.abort(errReplaced)
+		if d.LateAcceptAcrossResume {
+			// Let it end first, so that the submits it leaves unanswered
+			// are the session's before this transport takes them.
+			r.mu.Unlock()
+			<-old.done
+			r.mu.Lock()
+			goto again
+		}
 		s.cur = nil
+		r.loseJobsLocked(s)
 	}
 	r.disarmExpiryLocked(s)
 	r.ackLocked(s, res.LastEventSeq)
@@ -376,6 +412,12 @@ func (r *Runtime) attachLocked(s *session, t *transport, features []string, curs
 	t.sess = s
 	t.sent = cursor
 	t.sentBytes = s.cumThroughLocked(cursor)
+	if len(s.late) > 0 {
+		t.late, s.late = s.late, nil
+		t.replayTo = s.seq
+		t.replayed = make(chan struct{})
+		t.markReplayedLocked()
+	}
 	w := arcp.Welcome{
 		Runtime:         arcp.RuntimeInfo{Name: r.opts.Name, Version: r.opts.Version},
 		ResumeToken:     s.token,
@@ -417,12 +459,18 @@ func ceilSeconds(d time.Duration) int {
 // encodeControl encodes a non-sequenced envelope. It returns nil (and logs)
 // if the payload cannot be marshalled, which would be a bug.
 func (r *Runtime) encodeControl(typ, sessionID, jobID string, payload any, ext map[string]json.RawMessage) []byte {
+	return r.encodeControlTraced(typ, sessionID, jobID, "", payload, ext)
+}
+
+// encodeControlTraced is encodeControl with a trace_id on the envelope.
+func (r *Runtime) encodeControlTraced(typ, sessionID, jobID, traceID string, payload any, ext map[string]json.RawMessage) []byte {
 	env, err := arcp.New(typ, sessionID, payload)
 	if err != nil {
 		r.log.Error("encode", "type", typ, "err", err)
 		return nil
 	}
 	env.JobID = jobID
+	env.TraceID = traceID
 	env.Extensions = ext
 	data, err := arcp.Encode(env)
 	if err != nil {

@@ -41,15 +41,31 @@ type transport struct {
 	wdMu      sync.Mutex
 	wd        *time.Timer // guarded by wdMu
 	wdStopped bool        // guarded by wdMu
+	wdNoticed bool        // guarded by wdMu; a HEARTBEAT_LOST notice is queued
 	wdWG      sync.WaitGroup
 
 	// Guarded by r.mu.
 	sess      *session      // set by the handshake
 	heartbeat time.Duration // 0 = heartbeat not negotiated
 	ctrl      []outFrame    // unsent control frames, bounded by Options.WriteQueue
-	sent      uint64        // highest event_seq handed to the writer
+	sent      uint64        // every event_seq up to sent was handed to the writer
 	sentBytes uint64        // session.total through sent
 	closing   bool          // a closing frame is queued; nothing more is
+
+	// Dialect.ReorderWindow: the rest of the block being sent in
+	// descending order (all above sent), and where the block ends.
+	block       []uint64
+	blockEnd    uint64
+	blockEndCum uint64
+
+	// Dialect.LateAcceptAcrossResume: submits a previous transport of the
+	// session left unanswered, for the dispatcher; replayed is closed once
+	// the writer has sent everything up to replayTo (the session's seq at
+	// the resume). All set by attachLocked before the dispatcher starts.
+	late       []*arcp.Envelope
+	replayTo   uint64
+	replayed   chan struct{}
+	replayDone bool
 }
 
 // outFrame is one message for the writer.
@@ -59,6 +75,12 @@ type outFrame struct {
 	// close, if set, makes the writer close the connection gracefully after
 	// writing data.
 	close *closeReq
+	// through, if set, makes this frame (which has no data) a marker: the
+	// writer sends sequenced envelopes up to through before any control
+	// frame queued after it. It keeps an answer that is sequenced
+	// (Dialect.RejectAs, Dialect.CancelledSeq) in its place among the
+	// answers.
+	through uint64
 }
 
 type closeReq struct {
@@ -129,6 +151,17 @@ func (r *Runtime) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	conn.CloseNow()
 
 	r.mu.Lock()
+	if r.opts.Dialect.LateAcceptAcrossResume {
+		// The read loop and the dispatcher are done: what is still queued
+		// will not be pushed to or taken by anyone else.
+		var queued []*arcp.Envelope
+		for len(t.reqs) > 0 {
+			if req := <-t.reqs; req.env != nil && req.env.Type == arcp.TypeSubmit {
+				queued = append(queued, req.env)
+			}
+		}
+		t.keepLateLocked(queued)
+	}
 	delete(r.transports, t)
 	r.detachLocked(t)
 	r.mu.Unlock()
@@ -168,13 +201,47 @@ func (t *transport) wakeLocked() {
 
 // sendLocked queues a control envelope.
 func (t *transport) sendLocked(typ, jobID string, payload any) {
+	t.sendTracedLocked(typ, jobID, "", payload)
+}
+
+// sendTracedLocked queues a control envelope carrying trace_id.
+func (t *transport) sendTracedLocked(typ, jobID, traceID string, payload any) {
 	sid := ""
 	if t.sess != nil {
 		sid = t.sess.id
 	}
-	data := t.r.encodeControl(typ, sid, jobID, payload, nil)
+	data := t.r.encodeControlTraced(typ, sid, jobID, traceID, payload, nil)
 	if data != nil {
 		t.enqueueLocked(outFrame{data: data})
+	}
+}
+
+// appendAnswerLocked buffers a sequenced envelope that answers a request
+// and queues a marker, so that the writer sends it after the answers queued
+// before it and before those queued after it.
+func (t *transport) appendAnswerLocked(s *session, typ, jobID, traceID string, payload []byte) {
+	t.r.appendLocked(s, typ, jobID, traceID, payload)
+	if s.cur == t {
+		t.enqueueLocked(outFrame{through: s.seq})
+	}
+}
+
+// keepLateLocked hands unanswered submits to the session, ahead of any it
+// already keeps, for the next transport of a resume
+// (Dialect.LateAcceptAcrossResume).
+func (t *transport) keepLateLocked(envs []*arcp.Envelope) {
+	s := t.sess
+	if len(envs) == 0 || s == nil || s.gone || t.r.closed {
+		return
+	}
+	s.late = append(append([]*arcp.Envelope(nil), envs...), s.late...)
+}
+
+// markReplayedLocked closes replayed once the writer has sent the replay.
+func (t *transport) markReplayedLocked() {
+	if t.replayed != nil && !t.replayDone && t.sent >= t.replayTo {
+		t.replayDone = true
+		close(t.replayed)
 	}
 }
 
@@ -370,24 +437,77 @@ func (t *transport) pingFrame() []byte {
 // queued, else the next sequenced envelope after the cursor. An error means
 // the cursor fell behind the replay buffer (the client was too slow).
 func (t *transport) pullLocked() (outFrame, bool, error) {
-	if len(t.ctrl) > 0 {
+	for len(t.ctrl) > 0 {
 		f := t.ctrl[0]
+		if f.through != 0 && t.sequencedDueLocked(f.through) {
+			// A marker: what it waits for goes first.
+			return t.pullSequencedLocked()
+		}
 		t.ctrl[0] = outFrame{}
 		t.ctrl = t.ctrl[1:]
 		if len(t.ctrl) == 0 {
 			t.ctrl = nil
 		}
+		if f.through != 0 {
+			continue
+		}
 		return f, true, nil
 	}
+	return t.pullSequencedLocked()
+}
+
+// sequencedDueLocked reports whether a sequenced envelope up to seq is
+// still to be sent on this transport.
+func (t *transport) sequencedDueLocked(seq uint64) bool {
 	s := t.sess
-	if t.closing || s == nil || s.gone || s.cur != t || t.sent >= s.seq {
+	return !t.closing && s != nil && !s.gone && s.cur == t && t.sent < seq && t.sent < s.seq
+}
+
+// pullSequencedLocked takes the next sequenced envelope after the cursor:
+// in order, or, with Dialect.ReorderWindow, from a block sent in descending
+// order. sent only moves when a whole block was taken, so it always means
+// "everything up to here was handed to the writer".
+func (t *transport) pullSequencedLocked() (outFrame, bool, error) {
+	s := t.sess
+	if t.closing || s == nil || s.gone || s.cur != t {
 		return outFrame{}, false, nil
 	}
-	e, ok := s.entryLocked(t.sent + 1)
+	if len(t.block) == 0 {
+		if t.sent >= s.seq {
+			return outFrame{}, false, nil
+		}
+		w := uint64(t.r.opts.Dialect.ReorderWindow)
+		avail := s.seq - t.sent
+		if w < 2 || avail < 2 {
+			e, ok := s.entryLocked(t.sent + 1)
+			if !ok {
+				return outFrame{}, false, errSlowConsumer
+			}
+			t.sent, t.sentBytes = e.seq, e.cum
+			t.markReplayedLocked()
+			return outFrame{data: e.data}, true, nil
+		}
+		end := t.sent + min(avail, w)
+		e, ok := s.entryLocked(end)
+		if !ok {
+			return outFrame{}, false, errSlowConsumer
+		}
+		t.blockEnd, t.blockEndCum = end, e.cum
+		for q := end; q > t.sent; q-- {
+			t.block = append(t.block, q)
+		}
+	}
+	seq := t.block[0]
+	t.block = t.block[1:]
+	e, ok := s.entryLocked(seq)
 	if !ok {
 		return outFrame{}, false, errSlowConsumer
 	}
-	t.sent, t.sentBytes = e.seq, e.cum
+	if len(t.block) == 0 {
+		t.block = nil
+		t.sent, t.sentBytes = t.blockEnd, t.blockEndCum
+		t.markReplayedLocked()
+	}
 	return outFrame{data: e.data}, true, nil
 }
 
@@ -410,20 +530,55 @@ func (t *transport) armWatchdogLocked(hb, after time.Duration) {
 
 func (t *transport) watchdog(hb time.Duration) {
 	t.wdMu.Lock()
-	defer t.wdMu.Unlock()
 	if t.wdStopped {
+		t.wdMu.Unlock()
 		return
 	}
 	silent := time.Since(time.Unix(0, t.lastRecv.Load()))
+	notice := false
 	switch {
+	case t.wdNoticed:
+		// The HEARTBEAT_LOST notice was not written within an interval.
+		t.abort(errHeartbeatLost)
 	case t.r.stalled.Load():
 		// Stalled: frames are held, so the client cannot be judged.
 		t.armWatchdogLocked(hb, 2*hb)
 	case silent >= 2*hb:
 		t.r.stats.heartbeatLosses.Add(1)
-		t.abort(errHeartbeatLost)
+		if t.r.opts.Dialect.HeartbeatLostNotice {
+			t.wdNoticed, notice = true, true
+			t.armWatchdogLocked(hb, hb)
+		} else {
+			t.abort(errHeartbeatLost)
+		}
 	default:
 		t.armWatchdogLocked(hb, 2*hb-silent)
+	}
+	t.wdMu.Unlock()
+	if notice {
+		// r.mu is taken after wdMu is released: attachLocked takes wdMu
+		// under r.mu.
+		t.sendHeartbeatLost()
+	}
+}
+
+// sendHeartbeatLost queues session.error{HEARTBEAT_LOST} and a normal
+// close (Dialect.HeartbeatLostNotice); the session stays resumable.
+func (t *transport) sendHeartbeatLost() {
+	r := t.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sid := ""
+	if t.sess != nil {
+		sid = t.sess.id
+	}
+	data := r.encodeControl(arcp.TypeError, sid, "", &arcp.Error{
+		Code:      arcp.CodeHeartbeatLost,
+		Message:   "heartbeat lost: nothing received for two intervals",
+		Retryable: r.opts.Dialect.HeartbeatLostRetryable,
+	}, nil)
+	if data == nil || !t.enqueueLocked(outFrame{data: data, close: &closeReq{code: websocket.StatusNormalClosure, reason: "heartbeat lost"}}) {
+		t.abort(errHeartbeatLost)
 	}
 }
 

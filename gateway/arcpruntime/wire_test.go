@@ -91,14 +91,14 @@ func FuzzAgentInput(f *testing.F) {
 			return
 		}
 		a := defaultAgents[which%len(defaultAgents)]
-		run, err := a.prepare(input, true)
+		run, err := a.prepare(input, agentEnv{progress: true, resultChunk: true, dialect: &DialectReference})
 		if err != nil {
 			return
 		}
-		if a.name == "sleep" || a.name == "stream" {
+		if a.name == "sleep" || a.name == "stream" || a.name == "chunked" {
 			return // accepted, but may take long; validation is what is fuzzed
 		}
-		io := jobIO{emit: func(string, any) error { return nil }, pace: func(context.Context) error { return nil }}
+		io := jobIO{emit: func(string, any) error { return nil }, pace: func(context.Context) error { return nil }, streamed: func(streamedResult) {}}
 		if _, err := run(t.Context(), io); err != nil && a.name != "fail" {
 			t.Errorf("%s(%s): %v", a.name, input, err)
 		}

@@ -17,7 +17,16 @@ import (
 	"github.com/sessiongate/sessiongate/gateway/directory/redistest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	// go-redis logs failed dials on a process-wide logger; the tests that
+	// stop Redis would fill the output.
+	redis.SetLogger(quiet{})
+	goleak.VerifyTestMain(m)
+}
+
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
 
 // newKey returns a fresh "id:base64key" entry.
 func newKey(id string) string {

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sessiongate/sessiongate/gateway/budget"
 )
 
 // Conn is what the table needs of an upstream connection.
@@ -38,16 +40,6 @@ type LostError struct{ Err error }
 
 func (e *LostError) Error() string { return fmt.Sprintf("session lost: %v", e.Err) }
 func (e *LostError) Unwrap() error { return e.Err }
-
-// CapError is returned by Open when a session cap is reached.
-type CapError struct {
-	Cap   string // "sessions_per_caller" or "sessions"
-	Limit int
-}
-
-func (e *CapError) Error() string {
-	return fmt.Sprintf("session cap %s=%d reached: close a session first", e.Cap, e.Limit)
-}
 
 // Config is the table's configuration.
 type Config struct {
@@ -131,15 +123,22 @@ type Table[C Conn] struct {
 	cfg   Config
 	epoch time.Time
 
+	// sessions counts registered sessions and Opens in progress, gateway
+	// wide and per caller. A unit is taken by reserve and given back when
+	// the session leaves byID (removeLocked) or its Open fails.
+	sessions *budget.Budget
+
 	mu       sync.RWMutex
 	byID     map[string]*Session[C]              // guarded by mu
 	byCaller map[string]map[*Session[C]]struct{} // guarded by mu
-	reserved map[string]int                      // guarded by mu: Opens in progress per caller
-	nres     int                                 // guarded by mu: total of reserved
 	draining bool                                // guarded by mu
 	drained  atomic.Bool                         // set with draining; read without mu
 
 	closers sync.WaitGroup
+
+	// idleChecked, when set (by tests, before any Open), runs after every
+	// idle check with whether it closed the session.
+	idleChecked func(id string, closed bool)
 }
 
 // New returns an empty table.
@@ -147,12 +146,16 @@ func New[C Conn](cfg Config) (*Table[C], error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
+	sessions, err := budget.New("sessions", int64(cfg.MaxSessions), int64(cfg.MaxPerCaller))
+	if err != nil {
+		return nil, err
+	}
 	return &Table[C]{
 		cfg:      cfg,
 		epoch:    time.Now(),
+		sessions: sessions,
 		byID:     make(map[string]*Session[C]),
 		byCaller: make(map[string]map[*Session[C]]struct{}),
-		reserved: make(map[string]int),
 	}, nil
 }
 
@@ -162,7 +165,9 @@ func (t *Table[C]) InstanceID() string { return t.cfg.InstanceID }
 func (t *Table[C]) now() int64 { return int64(time.Since(t.epoch)) }
 
 // Open reserves a slot for caller under the caps, dials the upstream session
-// with dial, and registers it. dial runs without the table lock held.
+// with dial, and registers it. dial runs without the table lock held. A cap
+// reached is a *budget.ExceededError naming "sessions" or
+// "sessions_per_caller".
 func (t *Table[C]) Open(ctx context.Context, caller, runtime string, dial func(context.Context) (C, error)) (*Session[C], error) {
 	if err := t.reserve(caller); err != nil {
 		return nil, err
@@ -178,13 +183,9 @@ func (t *Table[C]) Open(ctx context.Context, caller, runtime string, dial func(c
 	}
 	s.lastUsed.Store(t.now())
 	t.mu.Lock()
-	t.reserved[caller]--
-	if t.reserved[caller] == 0 {
-		delete(t.reserved, caller)
-	}
-	t.nres--
 	if t.draining {
 		t.mu.Unlock()
+		t.sessions.Release(caller, 1)
 		t.closeSession(s)
 		return nil, ErrDraining
 	}
@@ -210,26 +211,14 @@ func (t *Table[C]) reserve(caller string) error {
 		return ErrDraining
 	}
 	t.pruneLostLocked(caller)
-	if len(t.byID)+t.nres >= t.cfg.MaxSessions {
-		return &CapError{Cap: "sessions", Limit: t.cfg.MaxSessions}
-	}
-	if len(t.byCaller[caller])+t.reserved[caller] >= t.cfg.MaxPerCaller {
-		return &CapError{Cap: "sessions_per_caller", Limit: t.cfg.MaxPerCaller}
-	}
-	t.reserved[caller]++
-	t.nres++
-	return nil
+	return t.sessions.Reserve(caller, 1)
 }
 
-func (t *Table[C]) unreserve(caller string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.reserved[caller]--
-	if t.reserved[caller] == 0 {
-		delete(t.reserved, caller)
-	}
-	t.nres--
-}
+func (t *Table[C]) unreserve(caller string) { t.sessions.Release(caller, 1) }
+
+// Sessions returns the session budget: what is held gateway wide and per
+// caller (registered sessions plus Opens in progress), for metrics.
+func (t *Table[C]) Sessions() *budget.Budget { return t.sessions }
 
 // pruneLostLocked forgets the caller's sessions whose upstream has ended, so
 // that they stop counting against the caps.
@@ -246,6 +235,7 @@ func (t *Table[C]) removeLocked(s *Session[C]) {
 		return
 	}
 	delete(t.byID, s.ID)
+	t.sessions.Release(s.Caller, 1)
 	if set := t.byCaller[s.Caller]; set != nil {
 		delete(set, s)
 		if len(set) == 0 {
@@ -370,15 +360,24 @@ func (t *Table[C]) Drain(ctx context.Context) error {
 
 // idleCheck runs on the session's idle timer.
 func (s *Session[C]) idleCheck() {
+	closed := s.idleCheckOnce()
+	if f := s.table.idleChecked; f != nil {
+		f(s.ID, closed)
+	}
+}
+
+// idleCheckOnce closes the session if it is idle, or re-arms its timer; it
+// reports whether it closed (or removed) the session.
+func (s *Session[C]) idleCheckOnce() bool {
 	t := s.table
 	if s.closing.Load() {
-		return
+		return false
 	}
 	if s.Lost() {
 		t.mu.Lock()
 		t.removeLocked(s)
 		t.mu.Unlock()
-		return
+		return true
 	}
 	idleFor := time.Duration(t.now() - s.lastUsed.Load())
 	if s.busy.Load() > 0 || s.Conn.ActiveJobs() > 0 || idleFor < t.cfg.IdleTimeout {
@@ -390,12 +389,12 @@ func (s *Session[C]) idleCheck() {
 		timer := s.idle // assigned under mu by Open, possibly after this timer fired
 		t.mu.RUnlock()
 		timer.Reset(wait)
-		return
+		return false
 	}
 	t.mu.Lock()
 	if t.byID[s.ID] != s || !s.closing.CompareAndSwap(false, true) {
 		t.mu.Unlock()
-		return
+		return false
 	}
 	t.removeLocked(s)
 	t.closers.Add(1)
@@ -403,6 +402,7 @@ func (s *Session[C]) idleCheck() {
 	defer t.closers.Done()
 	t.closeSession(s)
 	t.cfg.Logger.Info("session closed", "session_id", s.ID, "caller", s.Caller, "reason", "idle", "idle_for", idleFor)
+	return true
 }
 
 func (t *Table[C]) closeSession(s *Session[C]) {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/sessiongate/sessiongate/gateway/budget"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -122,9 +124,9 @@ func TestCaps(t *testing.T) {
 	tb := newTable(t, Config{MaxPerCaller: 2, MaxSessions: 3})
 	open(t, tb, "a")
 	_, lostConn := open(t, tb, "a")
-	var ce *CapError
+	var ce *budget.ExceededError
 	_, err := tb.Open(context.Background(), "a", "default", func(context.Context) (*fakeConn, error) { return newFake(), nil })
-	if !errors.As(err, &ce) || ce.Cap != "sessions_per_caller" || ce.Limit != 2 {
+	if !errors.As(err, &ce) || ce.Budget != "sessions_per_caller" || ce.Limit != 2 {
 		t.Fatalf("third session for a: %v", err)
 	}
 	// A lost session stops counting.
@@ -132,7 +134,7 @@ func TestCaps(t *testing.T) {
 	open(t, tb, "a")
 	open(t, tb, "b")
 	_, err = tb.Open(context.Background(), "c", "default", func(context.Context) (*fakeConn, error) { return newFake(), nil })
-	if !errors.As(err, &ce) || ce.Cap != "sessions" {
+	if !errors.As(err, &ce) || ce.Budget != "sessions" {
 		t.Fatalf("fourth session: %v", err)
 	}
 	// A failed dial releases its reservation.
@@ -142,6 +144,37 @@ func TestCaps(t *testing.T) {
 		t.Fatal(err)
 	}
 	open(t, tb2, "a")
+	if got := tb2.Sessions().Stats().InUse; got != 1 {
+		t.Fatalf("session budget holds %d after one failed and one good Open, want 1", got)
+	}
+}
+
+// TestSessionBudgetReleased: every way a session leaves the table gives its
+// unit back, so the caps count exactly the sessions that exist.
+func TestSessionBudgetReleased(t *testing.T) {
+	tb := newTable(t, Config{MaxPerCaller: 3})
+	a, _ := open(t, tb, "a")
+	_, lost := open(t, tb, "a")
+	c, _ := open(t, tb, "a")
+	if err := tb.Close(context.Background(), a.ID, "a"); err != nil {
+		t.Fatal(err)
+	}
+	lost.lose(errors.New("gone"))
+	if _, _, err := tb.Acquire(c.ID, "a"); err != nil {
+		t.Fatal(err)
+	}
+	open(t, tb, "a") // prunes the lost one
+	if got := tb.Sessions().InUse("a"); got != 2 {
+		t.Fatalf("caller holds %d session units, want 2 (one closed, one lost)", got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := tb.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := tb.Sessions().Stats(); st.InUse != 0 || st.Overreleased != 0 {
+		t.Fatalf("after Drain: %+v", st)
+	}
 }
 
 func TestGetHasNoSideEffects(t *testing.T) {
@@ -188,7 +221,23 @@ func TestLostSession(t *testing.T) {
 
 func TestIdleClose(t *testing.T) {
 	const idle = 50 * time.Millisecond
-	tb := newTable(t, Config{IdleTimeout: idle})
+	checks := make(chan [2]any, 64)
+	tb, err := New[*fakeConn](Config{InstanceID: "gw-test", IdleTimeout: idle})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb.idleChecked = func(id string, closed bool) {
+		select {
+		case checks <- [2]any{id, closed}:
+		default:
+		}
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = tb.Drain(ctx)
+		tb.Wait()
+	})
 	busy, busyConn := open(t, tb, "a")
 	jobs, jobsConn := open(t, tb, "a")
 	idleS, idleConn := open(t, tb, "a")
@@ -198,32 +247,43 @@ func TestIdleClose(t *testing.T) {
 	}
 	jobsConn.active.Store(1)
 
-	select {
-	case <-idleConn.Done():
-	case <-time.After(5 * time.Second):
-		t.Fatal("idle session was not closed")
-	}
-	if _, ok := tb.Get(idleS.ID, "a"); ok {
-		t.Fatal("idle-closed session still in the table")
-	}
-	// Give the other two several idle periods: they must survive.
-	deadline := time.Now().Add(4 * idle)
-	for time.Now().Before(deadline) {
-		if busyConn.closed.Load() != 0 || jobsConn.closed.Load() != 0 {
-			t.Fatal("a busy session or one with running jobs was closed as idle")
+	// Wait on the idle checks themselves, not on the clock: the idle
+	// session is closed by its first check; the busy one and the one with a
+	// running job survive two checks each.
+	survived := map[string]int{}
+	for closedIdle := false; !closedIdle || survived[busy.ID] < 2 || survived[jobs.ID] < 2; {
+		select {
+		case c := <-checks:
+			id, closed := c[0].(string), c[1].(bool)
+			switch {
+			case id == idleS.ID && closed:
+				closedIdle = true
+			case id == idleS.ID:
+				t.Fatal("an idle session's check did not close it")
+			case closed:
+				t.Fatal("a busy session or one with running jobs was closed as idle")
+			default:
+				survived[id]++
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("idle checks stalled: idle closed, survived %v", survived)
 		}
-		time.Sleep(idle / 5) // polling, not synchronisation: the assertion is "nothing happens"
+	}
+	if _, ok := tb.Get(idleS.ID, "a"); ok || idleConn.closed.Load() != 1 {
+		t.Fatal("idle-closed session still in the table, or not closed upstream")
+	}
+	if busyConn.closed.Load() != 0 || jobsConn.closed.Load() != 0 {
+		t.Fatal("a busy session or one with running jobs was closed")
 	}
 	release()
 	jobsConn.active.Store(0)
 	for _, c := range []*fakeConn{busyConn, jobsConn} {
 		select {
 		case <-c.Done():
-		case <-time.After(5 * time.Second):
+		case <-time.After(10 * time.Second):
 			t.Fatal("session not closed once idle")
 		}
 	}
-	_ = jobs
 }
 
 func TestDrain(t *testing.T) {

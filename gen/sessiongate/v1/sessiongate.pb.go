@@ -1053,7 +1053,12 @@ type RunJobResponse struct {
 	// The job's result: any JSON value.
 	Result *structpb.Value `protobuf:"bytes,2,opt,name=result,proto3" json:"result,omitempty"`
 	// Optional summary from the runtime.
-	Summary       string `protobuf:"bytes,3,opt,name=summary,proto3" json:"summary,omitempty"`
+	Summary string `protobuf:"bytes,3,opt,name=summary,proto3" json:"summary,omitempty"`
+	// Set instead of result when the runtime's result is JSON that has no
+	// google.protobuf.Value form (invalid UTF-8, a number beyond float64):
+	// the JSON text exactly as the runtime sent it. Parse it with a JSON
+	// parser of your own.
+	RawResult     []byte `protobuf:"bytes,4,opt,name=raw_result,json=rawResult,proto3" json:"raw_result,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1107,6 +1112,13 @@ func (x *RunJobResponse) GetSummary() string {
 		return x.Summary
 	}
 	return ""
+}
+
+func (x *RunJobResponse) GetRawResult() []byte {
+	if x != nil {
+		return x.RawResult
+	}
+	return nil
 }
 
 // CancelJobRequest names a job to cancel.
@@ -1283,7 +1295,12 @@ type JobEvent struct {
 	// When the runtime emitted it.
 	Ts *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=ts,proto3" json:"ts,omitempty"`
 	// Kind-specific body: any JSON value.
-	Body          *structpb.Value `protobuf:"bytes,3,opt,name=body,proto3" json:"body,omitempty"`
+	Body *structpb.Value `protobuf:"bytes,3,opt,name=body,proto3" json:"body,omitempty"`
+	// Set instead of body when the runtime's body is JSON that has no
+	// google.protobuf.Value form (invalid UTF-8, a number beyond float64):
+	// the JSON text exactly as the runtime sent it. The event is still
+	// delivered in order with its event_seq; the stream goes on.
+	RawBody       []byte `protobuf:"bytes,4,opt,name=raw_body,json=rawBody,proto3" json:"raw_body,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1339,13 +1356,23 @@ func (x *JobEvent) GetBody() *structpb.Value {
 	return nil
 }
 
+func (x *JobEvent) GetRawBody() []byte {
+	if x != nil {
+		return x.RawBody
+	}
+	return nil
+}
+
 // JobResult is a job's successful end.
 type JobResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The result: any JSON value.
 	Result *structpb.Value `protobuf:"bytes,1,opt,name=result,proto3" json:"result,omitempty"`
 	// Optional summary.
-	Summary       string `protobuf:"bytes,2,opt,name=summary,proto3" json:"summary,omitempty"`
+	Summary string `protobuf:"bytes,2,opt,name=summary,proto3" json:"summary,omitempty"`
+	// Set instead of result when the result has no google.protobuf.Value
+	// form: the JSON text exactly as the runtime sent it (see JobEvent.raw_body).
+	RawResult     []byte `protobuf:"bytes,3,opt,name=raw_result,json=rawResult,proto3" json:"raw_result,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1394,6 +1421,13 @@ func (x *JobResult) GetSummary() string {
 	return ""
 }
 
+func (x *JobResult) GetRawResult() []byte {
+	if x != nil {
+		return x.RawResult
+	}
+	return nil
+}
+
 // JobError is a job's unsuccessful end.
 type JobError struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1406,7 +1440,10 @@ type JobError struct {
 	// Whether the runtime says a retry may succeed.
 	Retryable bool `protobuf:"varint,4,opt,name=retryable,proto3" json:"retryable,omitempty"`
 	// Optional details: any JSON value.
-	Details       *structpb.Value `protobuf:"bytes,5,opt,name=details,proto3" json:"details,omitempty"`
+	Details *structpb.Value `protobuf:"bytes,5,opt,name=details,proto3" json:"details,omitempty"`
+	// Set instead of details when they have no google.protobuf.Value form:
+	// the JSON text exactly as the runtime sent it (see JobEvent.raw_body).
+	RawDetails    []byte `protobuf:"bytes,6,opt,name=raw_details,json=rawDetails,proto3" json:"raw_details,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1472,6 +1509,13 @@ func (x *JobError) GetRetryable() bool {
 func (x *JobError) GetDetails() *structpb.Value {
 	if x != nil {
 		return x.Details
+	}
+	return nil
+}
+
+func (x *JobError) GetRawDetails() []byte {
+	if x != nil {
+		return x.RawDetails
 	}
 	return nil
 }
@@ -1664,11 +1708,13 @@ const file_sessiongate_v1_sessiongate_proto_rawDesc = "" +
 	"\x05agent\x18\x02 \x01(\tR\x05agent\x12,\n" +
 	"\x05input\x18\x03 \x01(\v2\x16.google.protobuf.ValueR\x05input\x12'\n" +
 	"\x0fidempotency_key\x18\x04 \x01(\tR\x0eidempotencyKey\x12&\n" +
-	"\x0fmax_runtime_sec\x18\x05 \x01(\rR\rmaxRuntimeSec\"q\n" +
+	"\x0fmax_runtime_sec\x18\x05 \x01(\rR\rmaxRuntimeSec\"\x90\x01\n" +
 	"\x0eRunJobResponse\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12.\n" +
 	"\x06result\x18\x02 \x01(\v2\x16.google.protobuf.ValueR\x06result\x12\x18\n" +
-	"\asummary\x18\x03 \x01(\tR\asummary\"`\n" +
+	"\asummary\x18\x03 \x01(\tR\asummary\x12\x1d\n" +
+	"\n" +
+	"raw_result\x18\x04 \x01(\fR\trawResult\"`\n" +
 	"\x10CancelJobRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x15\n" +
@@ -1679,20 +1725,25 @@ const file_sessiongate_v1_sessiongate_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12$\n" +
-	"\x0efrom_event_seq\x18\x03 \x01(\x04R\ffromEventSeq\"v\n" +
+	"\x0efrom_event_seq\x18\x03 \x01(\x04R\ffromEventSeq\"\x91\x01\n" +
 	"\bJobEvent\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12*\n" +
 	"\x02ts\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x02ts\x12*\n" +
-	"\x04body\x18\x03 \x01(\v2\x16.google.protobuf.ValueR\x04body\"U\n" +
+	"\x04body\x18\x03 \x01(\v2\x16.google.protobuf.ValueR\x04body\x12\x19\n" +
+	"\braw_body\x18\x04 \x01(\fR\arawBody\"t\n" +
 	"\tJobResult\x12.\n" +
 	"\x06result\x18\x01 \x01(\v2\x16.google.protobuf.ValueR\x06result\x12\x18\n" +
-	"\asummary\x18\x02 \x01(\tR\asummary\"\xab\x01\n" +
+	"\asummary\x18\x02 \x01(\tR\asummary\x12\x1d\n" +
+	"\n" +
+	"raw_result\x18\x03 \x01(\fR\trawResult\"\xcc\x01\n" +
 	"\bJobError\x12!\n" +
 	"\ffinal_status\x18\x01 \x01(\tR\vfinalStatus\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12\x1c\n" +
 	"\tretryable\x18\x04 \x01(\bR\tretryable\x120\n" +
-	"\adetails\x18\x05 \x01(\v2\x16.google.protobuf.ValueR\adetails\"\xd0\x01\n" +
+	"\adetails\x18\x05 \x01(\v2\x16.google.protobuf.ValueR\adetails\x12\x1f\n" +
+	"\vraw_details\x18\x06 \x01(\fR\n" +
+	"rawDetails\"\xd0\x01\n" +
 	"\x10WatchJobResponse\x12\x1b\n" +
 	"\tevent_seq\x18\x01 \x01(\x04R\beventSeq\x120\n" +
 	"\x05event\x18\x02 \x01(\v2\x18.sessiongate.v1.JobEventH\x00R\x05event\x123\n" +

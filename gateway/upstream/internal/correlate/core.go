@@ -1,0 +1,780 @@
+package correlate
+
+import (
+	"cmp"
+	"errors"
+	"slices"
+	"time"
+)
+
+// ID names a caller's submit to the core. The connection assigns it; it never
+// changes, also when the submit is written again after a resume.
+type ID uint64
+
+// Kind is what an Action asks the connection to do.
+type Kind uint8
+
+const (
+	// Deliver: hand Job to the caller of ID (its submit was accepted).
+	Deliver Kind = iota + 1
+	// Fail: end the caller of ID with Err (a definite answer).
+	Fail
+	// Cancel: send job.cancel for Job. The cancel is owned by the
+	// connection: Cancel is asked for again after every resume until
+	// Cancelled or JobEnded confirms it.
+	Cancel
+	// Discard: forget what was held for Job (it was unclaimed); a Cancel
+	// for it precedes this action.
+	Discard
+	// Resend: write the submit of ID again, before any other submit, with a
+	// new envelope id and the same key, trace id and payload; then call
+	// Written.
+	Resend
+	// WriteBarrier: write the barrier request with envelope id Req
+	// (session.list_jobs when negotiated, else job.cancel for a job id that
+	// cannot exist), before any submit.
+	WriteBarrier
+	// Drop: drop the transport and resume.
+	Drop
+	// Lost: end the session with Err.
+	Lost
+)
+
+// Action is one thing the connection must do.
+type Action struct {
+	Kind Kind
+	ID   ID
+	Job  string
+	Req  string
+	Err  error
+}
+
+// Errors the core fails callers with.
+var (
+	// ErrJobIDReused: the runtime answered the submit with the id of a job
+	// that belongs to another submit. The submit's outcome is unknown.
+	ErrJobIDReused = errors.New("the runtime answered the submit with the id of another live job")
+	// ErrBarrierUnanswered is Lost's error when the runtime left
+	// maxBarrierMisses barriers in a row unanswered.
+	ErrBarrierUnanswered = errors.New("the runtime stopped answering requests (reconciliation barrier unanswered)")
+	// ErrSessionEnded is Lost's error for session-fatal session.error
+	// codes; the connection wraps it with the runtime's error.
+	ErrSessionEnded = errors.New("the runtime ended the session")
+)
+
+// Verdict says what to do with frames of a job the connection does not know.
+type Verdict uint8
+
+const (
+	// Orphan: nobody will claim it; a Cancel action was emitted.
+	Orphan Verdict = iota + 1
+	// Hold: a submit may still claim it (reconciliation after a resume is
+	// under way): keep its frames.
+	Hold
+	// Late: a job already cancelled as an orphan: drop its frames.
+	Late
+)
+
+// Listed is one job of a list_jobs answer.
+type Listed struct {
+	JobID   string
+	TraceID string
+}
+
+// Counters count what the core saw. Plain fields: the core is single-threaded.
+type Counters struct {
+	LateAnswers        uint64 // answers for submits whose caller gave up, or for nobody
+	StaleAnswers       uint64 // accepts for forgotten submits (cancelled as orphans)
+	OrderViolations    uint64 // accepts matched by trace id that were not the head's
+	JobIDReused        uint64 // accepts reusing another submit's live job id
+	DuplicateAnswers   uint64 // second answers to one submit (a resend and its original)
+	OrphansCancelled   uint64 // Cancel actions for orphans
+	FIFOStalls         uint64 // drops because an abandoned head expired with nobody behind
+	BarrierTimeouts    uint64 // barriers left unanswered
+	Resends            uint64 // submits written again after a resume
+	ReconciledByList   uint64 // limbo submits bound by a list_jobs answer
+	PositionalIgnored  uint64 // positional rejections during quarantine or with nothing waiting
+	SessionErrorResume uint64 // session-level errors that led to a resume
+}
+
+type where uint8
+
+const (
+	inFIFO where = iota + 1
+	inLimbo
+	resendPending // asked to be written again, not written yet
+	gone          // answered, failed, or forgotten
+)
+
+type entry struct {
+	id        ID
+	req       string   // current envelope id
+	oldReqs   []string // envelope ids of earlier writes
+	trace     string
+	key       string
+	callerKey bool // the key is the caller's own (a replay of an unseen job is possible)
+	live      bool // the caller still waits
+	where     where
+	resent    bool      // written again after a resume: its answer ends reconciliation
+	tombExp   time.Time // abandoned: when its slot's tombstone expires
+}
+
+type jobRec struct {
+	key   string
+	owner ID // 0: an orphan
+}
+
+// Config holds the core's tuning.
+type Config struct {
+	// BarrierTimeout bounds the wait for the barrier's answer.
+	BarrierTimeout time.Duration
+	// TraceTTL is how long tombstoned trace ids (of abandoned submits
+	// that were not written again) are remembered.
+	TraceTTL time.Duration
+	// MaxUnclaimed bounds jobs held as unclaimed; beyond it a new one is
+	// an orphan at once.
+	MaxUnclaimed int
+	// brokenRule disables one rule; only tests set it, to show that the
+	// property test catches it.
+	brokenRule string
+}
+
+// maxBarrierMisses is how many barriers in a row may go unanswered before
+// the session is given up.
+const maxBarrierMisses = 3
+
+// Core is the correlation state of one ARCP session. It is not safe for
+// concurrent use: the connection calls it under its mutex.
+type Core struct {
+	cfg Config
+
+	entries map[ID]*entry
+	byReq   map[string]*entry // every envelope id an entry was written under
+	byTrace map[string]*entry // waiting entries (fifo, limbo, resendPending) by trace id
+	traceN  map[string]int    // waiting entries per trace id: only a unique one is matched
+	fifo    []*entry          // current transport, wire order; gone entries skipped
+	head    int
+	limbo   []*entry // earlier transports' unanswered submits, wire order
+
+	jobs      map[string]*jobRec   // jobs bound to a submit, or cancelled as orphans
+	unclaimed map[string]string    // job id → trace id: accepted or seen during reconciliation, not yet bound
+	deadTrace map[string]time.Time // trace ids of abandoned submits not written again → expiry
+	wantCancel map[string]struct{} // cancels owned by the connection until confirmed
+
+	echo       int8 // 0 unknown, 1 the runtime copies trace ids onto accepts, -1 it does not
+	connected  bool
+	quarantine bool
+	barrierReq string
+	barrierExp time.Time
+	barrierMisses int // consecutive barriers left unanswered
+	resends    int // resent entries still in the fifo or pending
+
+	out []Action
+	ctr Counters
+}
+
+// New returns an empty core, not connected.
+func New(cfg Config) *Core {
+	if cfg.BarrierTimeout <= 0 {
+		cfg.BarrierTimeout = 30 * time.Second
+	}
+	if cfg.TraceTTL <= 0 {
+		cfg.TraceTTL = 10 * time.Minute
+	}
+	if cfg.MaxUnclaimed <= 0 {
+		cfg.MaxUnclaimed = 10_000
+	}
+	return &Core{
+		cfg:        cfg,
+		entries:    map[ID]*entry{},
+		byReq:      map[string]*entry{},
+		byTrace:    map[string]*entry{},
+		traceN:     map[string]int{},
+		jobs:       map[string]*jobRec{},
+		unclaimed:  map[string]string{},
+		deadTrace:  map[string]time.Time{},
+		wantCancel: map[string]struct{}{},
+	}
+}
+
+// Actions returns the actions emitted since the last call, in order. The
+// slice is reused by the next event.
+func (c *Core) Actions() []Action {
+	a := c.out
+	c.out = c.out[:0]
+	return a
+}
+
+// Counters returns the counts so far.
+func (c *Core) Counters() Counters { return c.ctr }
+
+// MayWriteSubmits reports whether new submits may be written now: not while
+// a barrier is awaited.
+func (c *Core) MayWriteSubmits() bool { return c.connected && !c.quarantine }
+
+// Waiting returns the number of submits written and not yet answered
+// (live or abandoned), in the FIFO, in limbo or waiting to be written again.
+func (c *Core) Waiting() int { return len(c.entries) }
+
+// Reconciling reports whether a resume's reconciliation is under way.
+func (c *Core) Reconciling() bool { return c.quarantine || c.resends > 0 }
+
+func (c *Core) emit(a Action) { c.out = append(c.out, a) }
+
+// Connected says the first transport is up (after the handshake).
+func (c *Core) Connected() { c.connected = true }
+
+// Written records that the submit id was written on the current transport
+// with envelope id req. key is never empty; callerKey says it is the caller's
+// own. A submit asked for by Resend is written with the same key and trace.
+// It reports false, changing nothing, for a submit the core knows and did
+// not ask to be written (the connection must not write it).
+func (c *Core) Written(id ID, req, trace, key string, callerKey bool) bool {
+	e := c.entries[id]
+	if e == nil {
+		e = &entry{id: id, trace: trace, key: key, callerKey: callerKey, live: true}
+		c.entries[id] = e
+		if trace != "" {
+			c.byTrace[trace] = e
+			c.traceN[trace]++
+		}
+	} else {
+		if e.where != resendPending {
+			return false
+		}
+		e.oldReqs = append(e.oldReqs, e.req)
+	}
+	e.req = req
+	e.where = inFIFO
+	c.byReq[req] = e
+	c.fifo = append(c.fifo, e)
+	return true
+}
+
+// GaveUp records that the caller of id stopped waiting at now; its slot
+// stays as a tombstone until ttl has passed.
+func (c *Core) GaveUp(id ID, now time.Time, ttl time.Duration) {
+	e := c.entries[id]
+	if e == nil || !e.live {
+		return
+	}
+	e.live = false
+	e.tombExp = now.Add(ttl)
+	if e.where == resendPending {
+		// Not written again: nothing will answer it on this transport.
+		c.buryLocked(e, now)
+		c.resends--
+		c.settleReconciliation()
+	}
+}
+
+// bury forgets an abandoned entry that will not be answered in place, and
+// tombstones its trace id so that a late accept carrying it is an orphan.
+func (c *Core) buryLocked(e *entry, now time.Time) {
+	if e.trace != "" {
+		c.deadTrace[e.trace] = now.Add(c.cfg.TraceTTL)
+	}
+	c.forget(e)
+}
+
+func (c *Core) forget(e *entry) {
+	e.where = gone
+	delete(c.entries, e.id)
+	delete(c.byReq, e.req)
+	for _, r := range e.oldReqs {
+		delete(c.byReq, r)
+	}
+	if e.trace != "" {
+		if c.traceN[e.trace]--; c.traceN[e.trace] <= 0 {
+			delete(c.traceN, e.trace)
+			delete(c.byTrace, e.trace)
+		} else if c.byTrace[e.trace] == e {
+			for _, o := range c.entries {
+				if o.trace == e.trace {
+					c.byTrace[e.trace] = o
+					break
+				}
+			}
+		}
+	}
+}
+
+// byUniqueTrace returns the waiting entry with trace id t, if exactly one
+// waits with it (callers may share a trace id across jobs).
+func (c *Core) byUniqueTrace(t string) *entry {
+	if t == "" || c.traceN[t] != 1 {
+		return nil
+	}
+	return c.byTrace[t]
+}
+
+func (c *Core) front() *entry {
+	for c.head < len(c.fifo) {
+		if e := c.fifo[c.head]; e.where == inFIFO {
+			return e
+		}
+		c.fifo[c.head] = nil
+		c.head++
+	}
+	c.fifo, c.head = c.fifo[:0], 0
+	return nil
+}
+
+// finishEntry takes e out of wherever it waits. A resent entry ends its part
+// of the reconciliation.
+func (c *Core) finishEntry(e *entry) {
+	if e.resent && (e.where == inFIFO || e.where == resendPending) {
+		c.resends--
+	}
+	c.forget(e)
+}
+
+// bind gives job to e: delivered when its caller waits, else cancelled as an
+// orphan (unless the job belongs to a live caller: an idempotent replay).
+func (c *Core) bind(e *entry, job string) {
+	live := e.live
+	c.finishEntry(e)
+	delete(c.unclaimed, job)
+	if live {
+		c.jobs[job] = &jobRec{key: e.key, owner: e.id}
+		c.emit(Action{Kind: Deliver, ID: e.id, Job: job})
+	} else {
+		c.ctr.LateAnswers++
+		if r := c.jobs[job]; r == nil || r.owner == 0 {
+			c.orphan(job)
+			c.jobs[job].key = e.key
+		}
+	}
+	c.settleReconciliation()
+}
+
+func (c *Core) fail(e *entry, err error) {
+	live := e.live
+	c.finishEntry(e)
+	if live {
+		c.emit(Action{Kind: Fail, ID: e.id, Err: err})
+	} else {
+		c.ctr.LateAnswers++
+	}
+	c.settleReconciliation()
+}
+
+// orphan cancels job: nobody owns it.
+func (c *Core) orphan(job string) {
+	if r := c.jobs[job]; r != nil && r.owner == 0 {
+		return // already cancelled
+	}
+	c.jobs[job] = &jobRec{}
+	c.ctr.OrphansCancelled++
+	c.wantCancel[job] = struct{}{}
+	if c.connected {
+		c.emit(Action{Kind: Cancel, Job: job})
+	}
+	if _, held := c.unclaimed[job]; held {
+		delete(c.unclaimed, job)
+		c.emit(Action{Kind: Discard, Job: job})
+	}
+}
+
+// Accepted handles a job.accepted for job with trace id trace ("" if none).
+func (c *Core) Accepted(job, trace string, now time.Time) {
+	if c.quarantine {
+		c.acceptedInQuarantine(job, trace, now)
+		return
+	}
+	if e := c.byUniqueTrace(trace); e != nil && e.where == inFIFO {
+		c.echo = 1
+		if e != c.front() {
+			c.ctr.OrderViolations++
+		}
+		c.bind(e, job)
+		return
+	}
+	head := c.front()
+	if r := c.jobs[job]; r != nil {
+		switch {
+		case head != nil && r.key == head.key && c.cfg.brokenRule != "no-key-check":
+			// An idempotent replay for the head (§7.2).
+			c.bind(head, job)
+		case head == nil || r.owner != 0 && c.isDuplicateOf(r, head):
+			c.ctr.DuplicateAnswers++
+		case c.cfg.brokenRule == "no-key-check":
+			c.bind(head, job)
+		default:
+			c.ctr.JobIDReused++
+			c.fail(head, ErrJobIDReused)
+		}
+		return
+	}
+	if head == nil {
+		c.ctr.LateAnswers++
+		c.orphan(job)
+		return
+	}
+	if trace != "" && c.echo == 1 && !head.callerKey && trace != head.trace && c.cfg.brokenRule != "no-stale-check" {
+		// The runtime copies trace ids, this one names nothing waiting,
+		// and the head cannot be a replay: an answer to a forgotten submit.
+		c.ctr.StaleAnswers++
+		c.orphan(job)
+		return
+	}
+	if trace != "" && c.echo == 0 {
+		if trace == head.trace {
+			c.echo = 1
+		} else {
+			c.echo = -1
+		}
+	}
+	c.bind(head, job)
+}
+
+// isDuplicateOf: a second accept for job r while head waits. It is a
+// duplicate answer (not head's) only when the runtime could have answered
+// r's submit twice: never within one transport in order, so only while
+// resent submits are still being answered.
+func (c *Core) isDuplicateOf(r *jobRec, head *entry) bool {
+	return c.resends > 0 && r.key != head.key && !head.resent
+}
+
+func (c *Core) acceptedInQuarantine(job, trace string, now time.Time) {
+	if e := c.byUniqueTrace(trace); e != nil && e.where == inLimbo {
+		c.bind(e, job)
+		return
+	}
+	if c.jobs[job] != nil {
+		c.ctr.DuplicateAnswers++
+		return
+	}
+	if exp, ok := c.deadTrace[trace]; trace != "" && ok && now.Before(exp) {
+		c.ctr.LateAnswers++
+		c.orphan(job)
+		return
+	}
+	c.hold(job, trace)
+}
+
+func (c *Core) hold(job, trace string) {
+	if len(c.unclaimed) >= c.cfg.MaxUnclaimed {
+		c.orphan(job)
+		return
+	}
+	c.unclaimed[job] = trace
+}
+
+// Rejected handles a session.error naming request id req with err. It
+// reports whether req was a submit's (or the barrier's) envelope id; other
+// requests are the connection's business.
+func (c *Core) Rejected(req string, err error, now time.Time) bool {
+	if req != "" && req == c.barrierReq {
+		c.barrierAnswered(nil, now)
+		return true
+	}
+	e := c.byReq[req]
+	if e == nil {
+		return false
+	}
+	if req != e.req && (e.where == inFIFO || e.where == resendPending) {
+		// The rejection of an earlier write of a submit that was written
+		// again: the caller has its answer; the new write keeps its slot
+		// (its own answer will consume it) as an abandoned one.
+		live := e.live
+		delete(c.byReq, req)
+		if live {
+			e.live = false
+			e.tombExp = now.Add(c.cfg.TraceTTL)
+			c.emit(Action{Kind: Fail, ID: e.id, Err: err})
+		}
+		return true
+	}
+	c.fail(e, err)
+	return true
+}
+
+// RejectedByPosition handles a rejection that names no request: job.error
+// under a job id never accepted, job.error DUPLICATE_KEY on an existing
+// job, or a session.error without request_id carrying a submit rejection
+// code. It answers the FIFO head.
+func (c *Core) RejectedByPosition(err error) {
+	if c.quarantine {
+		c.ctr.PositionalIgnored++
+		return
+	}
+	head := c.front()
+	if head == nil {
+		c.ctr.PositionalIgnored++
+		return
+	}
+	c.fail(head, err)
+}
+
+// Submit rejection codes a session.error without request_id may carry.
+var rejectionCodes = map[string]bool{
+	"AGENT_NOT_AVAILABLE": true, "AGENT_VERSION_NOT_AVAILABLE": true, "DUPLICATE_KEY": true,
+	"INVALID_REQUEST": true, "PERMISSION_DENIED": true, "LEASE_SUBSET_VIOLATION": true,
+	"RESOURCE_EXHAUSTED": true,
+}
+
+// IsRejectionCode reports whether code is one a runtime rejects a submit with.
+func IsRejectionCode(code string) bool { return rejectionCodes[code] }
+
+// SessionError handles a session.error without request_id.
+func (c *Core) SessionError(code string, err error) {
+	switch {
+	case code == "UNAUTHENTICATED" || code == "RESUME_WINDOW_EXPIRED":
+		c.emit(Action{Kind: Lost, Err: err})
+	case rejectionCodes[code]:
+		c.RejectedByPosition(err)
+	default:
+		// HEARTBEAT_LOST (§6.4: the session lives on) and anything else:
+		// resume; the runtime answers the resume with the truth.
+		c.ctr.SessionErrorResume++
+		c.emit(Action{Kind: Drop, Err: err})
+	}
+}
+
+// UnknownJob says what to do with a frame of a job the connection does not
+// know.
+func (c *Core) UnknownJob(job string, now time.Time) Verdict {
+	if r := c.jobs[job]; r != nil {
+		if r.owner == 0 {
+			return Late
+		}
+		return Hold // bound but not yet known to the connection: cannot happen
+	}
+	if _, ok := c.unclaimed[job]; ok {
+		return Hold
+	}
+	if c.Reconciling() {
+		c.hold(job, "")
+		if _, ok := c.unclaimed[job]; ok {
+			return Hold
+		}
+		return Orphan
+	}
+	c.ctr.LateAnswers++
+	c.orphan(job)
+	return Orphan
+}
+
+// WantCancel makes the cancel of job owned by the connection: it is sent now
+// (if connected) and after every resume until confirmed.
+func (c *Core) WantCancel(job string) {
+	if _, ok := c.wantCancel[job]; ok {
+		return
+	}
+	c.wantCancel[job] = struct{}{}
+	if c.connected {
+		c.emit(Action{Kind: Cancel, Job: job})
+	}
+}
+
+// Cancelled records job.cancelled for job (or the runtime saying it is not
+// found): its cancel is confirmed.
+func (c *Core) Cancelled(job string) { delete(c.wantCancel, job) }
+
+// JobEnded records job's terminal: its cancel, if any, is confirmed.
+func (c *Core) JobEnded(job string) { delete(c.wantCancel, job) }
+
+// Forget drops what the core remembers of a job the connection no longer
+// retains.
+func (c *Core) Forget(job string) {
+	if r := c.jobs[job]; r != nil {
+		if _, wanted := c.wantCancel[job]; !wanted {
+			delete(c.jobs, job)
+		}
+	}
+}
+
+// Dropped records that the current transport is gone: its unanswered
+// submits move to limbo, behind those already there.
+func (c *Core) Dropped() {
+	c.connected = false
+	c.quarantine = false
+	c.barrierReq = ""
+	for _, e := range c.fifo[c.head:] {
+		if e == nil || e.where != inFIFO {
+			continue
+		}
+		e.where = inLimbo
+		c.limbo = append(c.limbo, e)
+	}
+	clear(c.fifo)
+	c.fifo, c.head = c.fifo[:0], 0
+	// Entries asked to be written again but not yet written stay in
+	// limbo too: the next reconciliation decides again.
+	var pend []*entry
+	for _, e := range c.entries {
+		if e.where == resendPending {
+			pend = append(pend, e)
+		}
+	}
+	slices.SortFunc(pend, func(a, b *entry) int { return cmp.Compare(a.id, b.id) })
+	for _, e := range pend {
+		e.where = inLimbo
+		c.limbo = append(c.limbo, e)
+	}
+	c.resends = 0
+	for _, e := range c.limbo {
+		e.resent = false
+	}
+}
+
+// Resumed records that a new transport is up. barrierReq is the envelope id
+// the connection will use if a barrier is needed.
+func (c *Core) Resumed(barrierReq string, now time.Time) {
+	c.connected = true
+	for _, job := range sortedKeys(c.wantCancel) {
+		c.emit(Action{Kind: Cancel, Job: job})
+	}
+	c.compactLimbo()
+	if len(c.limbo) == 0 {
+		return
+	}
+	if c.cfg.brokenRule == "no-barrier" {
+		c.barrierAnswered(nil, now)
+		return
+	}
+	c.quarantine = true
+	c.barrierReq = barrierReq
+	c.barrierExp = now.Add(c.cfg.BarrierTimeout)
+	c.emit(Action{Kind: WriteBarrier, Req: barrierReq})
+}
+
+func (c *Core) compactLimbo() {
+	n := 0
+	for _, e := range c.limbo {
+		if e.where == inLimbo {
+			c.limbo[n] = e
+			n++
+		}
+	}
+	clear(c.limbo[n:])
+	c.limbo = c.limbo[:n]
+}
+
+// ListAnswered handles a session.jobs answer naming req. It reports whether
+// it was the barrier.
+func (c *Core) ListAnswered(req string, jobs []Listed, now time.Time) bool {
+	if req == "" || req != c.barrierReq {
+		return false
+	}
+	c.barrierAnswered(jobs, now)
+	return true
+}
+
+// barrierAnswered ends quarantine: limbo submits are bound by the listed
+// trace ids, the live rest written again, the abandoned rest buried.
+func (c *Core) barrierAnswered(jobs []Listed, now time.Time) {
+	c.barrierMisses = 0
+	// Quarantine lasts until the list is bound: binding must not settle
+	// the reconciliation half-way.
+	c.quarantine = true
+	c.barrierReq = ""
+	for _, l := range jobs {
+		if l.TraceID == "" {
+			continue
+		}
+		if e := c.byUniqueTrace(l.TraceID); e != nil && e.where == inLimbo && c.jobs[l.JobID] == nil {
+			c.ctr.ReconciledByList++
+			c.bind(e, l.JobID)
+		} else if exp, ok := c.deadTrace[l.TraceID]; ok && now.Before(exp) && c.jobs[l.JobID] == nil {
+			c.orphan(l.JobID)
+		}
+	}
+	c.quarantine = false
+	for _, e := range c.limbo {
+		if e.where != inLimbo {
+			continue
+		}
+		if !e.live {
+			c.buryLocked(e, now)
+			continue
+		}
+		e.where = resendPending
+		e.resent = true
+		c.resends++
+		c.ctr.Resends++
+		c.emit(Action{Kind: Resend, ID: e.id})
+	}
+	clear(c.limbo)
+	c.limbo = c.limbo[:0]
+	c.settleReconciliation()
+}
+
+// settleReconciliation: once quarantine is over and every resent submit is
+// answered, unclaimed jobs are orphans.
+func (c *Core) settleReconciliation() {
+	if c.quarantine || c.resends > 0 || len(c.unclaimed) == 0 {
+		return
+	}
+	for _, job := range sortedKeys(c.unclaimed) {
+		c.orphan(job)
+	}
+}
+
+// Tick lets time pass: expired trace tombstones go, a stalled FIFO drops the
+// transport, an unanswered barrier times out.
+func (c *Core) Tick(now time.Time) {
+	for t, exp := range c.deadTrace {
+		if !now.Before(exp) {
+			delete(c.deadTrace, t)
+		}
+	}
+	if c.quarantine && !now.Before(c.barrierExp) {
+		// Answers to older writes may still come: the transport cannot
+		// be trusted with new submits. Drop it; a runtime that leaves
+		// barrier after barrier unanswered has stopped answering.
+		c.ctr.BarrierTimeouts++
+		c.quarantine = false
+		if c.barrierMisses++; c.barrierMisses >= maxBarrierMisses {
+			c.emit(Action{Kind: Lost, Err: ErrBarrierUnanswered})
+			return
+		}
+		c.emit(Action{Kind: Drop})
+		return
+	}
+	if h := c.front(); h != nil && !h.live && !now.Before(h.tombExp) && !c.liveIn(c.fifo[c.head:]) {
+		c.ctr.FIFOStalls++
+		c.emit(Action{Kind: Drop})
+	}
+}
+
+func (c *Core) liveIn(es []*entry) bool {
+	for _, e := range es {
+		if e != nil && e.live && (e.where == inFIFO || e.where == inLimbo) {
+			return true
+		}
+	}
+	return false
+}
+
+// Closed ends the session: every caller still waiting fails with err.
+func (c *Core) Closed(err error) {
+	ids := make([]ID, 0, len(c.entries))
+	for id, e := range c.entries {
+		if e.live {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		c.emit(Action{Kind: Fail, ID: id, Err: err})
+	}
+	clear(c.entries)
+	clear(c.traceN)
+	clear(c.byReq)
+	clear(c.byTrace)
+	clear(c.fifo)
+	c.fifo, c.head = c.fifo[:0], 0
+	c.limbo = c.limbo[:0]
+	c.quarantine, c.connected, c.resends = false, false, 0
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}

@@ -1,0 +1,129 @@
+// Package correlate is the sans-IO core that decides, for one ARCP session,
+// who every answer from the runtime belongs to. It has no sockets, no
+// goroutines and no clock of its own: the upstream connection feeds it events
+// (a submit was written, a caller gave up, an accept or a rejection arrived,
+// the transport dropped or was resumed, a list_jobs answer came, time
+// passed) and carries out the actions it returns (deliver a job to a caller,
+// fail a caller with a definite error, cancel a job upstream, write a submit
+// again, write a barrier, drop the transport, end the session).
+//
+// Because every decision is here, the rules are tested exhaustively by a
+// property test that drives the core with random, replayable schedules
+// against a simulated runtime in every dialect (see core_prop_test.go).
+//
+// # Why ARCP needs a core like this
+//
+// ARCP's job.submit has no request id on its success path: job.accepted
+// carries none, so a client matches accepts to submits by position. A runtime
+// handles a transport's requests one at a time in arrival order (the
+// reference runtime and the Go SDK dispatch synchronously), so position is
+// sound within one transport. Across a transport drop it is not: answers in
+// flight are lost, and a runtime may answer on the next transport a submit it
+// read just before the drop. Trace ids help when the runtime copies them onto
+// job.accepted (both official SDKs do), but a replayed idempotent accept
+// carries the ORIGINAL submit's trace id, and some runtimes set their own.
+//
+// # The rules
+//
+// Submits. Every submit the core sees carries an idempotency key (the
+// connection assigns a random one when the caller gave none, and namespaces
+// callers' keys by caller identity) and a fresh trace id. Written puts it at
+// the tail of the current transport's FIFO.
+//
+// Accept, normal mode (input × dialect → action):
+//
+//   - trace id names a waiting submit (runtimes that echo): that submit gets
+//     the job, wherever it stands; if it is not the head the runtime broke
+//     order (counted). All dialects.
+//   - job id already known: delivered to the head only when the head's key
+//     is the key the job was created under (an idempotent replay, §7.2,
+//     which carries the original trace id: Go and TS SDKs, reference);
+//     otherwise the runtime reused a live job id (a buggy runtime): the head
+//     fails with ErrJobIDReused and the job stays with its owner.
+//   - trace id names nothing, the runtime is known to echo, and the head's
+//     key was assigned by the gateway (so no replay is possible): a stale
+//     answer to a forgotten submit: the job is cancelled as an orphan and no
+//     slot moves. With a caller's own key it may be a replay of a job this
+//     connection never saw: the head gets it.
+//   - otherwise: the FIFO head gets it (runtimes that do not echo).
+//
+// A head whose caller gave up keeps its slot as a tombstone: its accept
+// consumes the slot and the job is cancelled as an orphan (unless the job is
+// a live caller's, an idempotent replay).
+//
+// Rejections: session.error{request_id} removes exactly the named submit (Go
+// SDK, reference). job.error under a job id never accepted, job.error
+// DUPLICATE_KEY on an existing job's id (TS SDK), and a session.error without
+// request_id whose code is a submit rejection (AGENT_NOT_AVAILABLE,
+// AGENT_VERSION_NOT_AVAILABLE, DUPLICATE_KEY, INVALID_REQUEST,
+// PERMISSION_DENIED, LEASE_SUBSET_VIOLATION, RESOURCE_EXHAUSTED: TS SDK and
+// the draft's §13.8) consume the FIFO head: in-order handling makes them
+// the head's answer.
+//
+// Session-level session.error (no request_id): HEARTBEAT_LOST (Go: retryable
+// true, TS: false) and every other code that is not a rejection drop the
+// transport and resume (§6.4: the session lives on for the resume window);
+// if the runtime really ended the session, the resume says so.
+// UNAUTHENTICATED and RESUME_WINDOW_EXPIRED end the session.
+//
+// Drop and resume. When a transport drops, its unanswered submits (live or
+// abandoned) move to limbo, in wire order. Nothing in limbo is failed: a
+// caller that still waits keeps waiting. After the next welcome, if limbo is
+// not empty, the core asks for a barrier: a request the runtime answers in
+// order with submits (session.list_jobs when negotiated, else a job.cancel
+// for a job id that cannot exist, answered by session.error{request_id}).
+// No new submit is written until the barrier is answered (quarantine), so
+// every accept or rejection that arrives before it answers a write of an
+// older transport:
+//
+//   - an accept whose trace id names a limbo submit binds to it;
+//   - any other accept is held as unclaimed (its events are held too);
+//   - a rejection naming a limbo submit's request id fails it; a positional
+//     rejection is ignored (it answered some older write; the submit it
+//     answered is written again below and answered again).
+//
+// The barrier's list_jobs answer binds limbo submits by the trace ids it
+// reports (§6.6). Then every live limbo submit is written again, first and in
+// order, with a new envelope id and the same key and trace id: the runtime
+// either replays the original job.accepted (the job existed, its accept was
+// lost) or creates the job now (it never read the submit). Abandoned limbo
+// submits are not written again: their trace ids are tombstoned, so a late
+// accept carrying one is cancelled as an orphan, and the list_jobs answer
+// finds the others. When the last resent submit is answered, unclaimed jobs
+// nobody claimed are orphans and are cancelled. A barrier left unanswered
+// past its timeout drops the transport (answers to older writes may still
+// come, so new submits cannot be written); a new barrier follows the next
+// resume, and three unanswered in a row end the session.
+//
+// Orphans and cancels. A job the core decides nobody owns is cancelled; so is
+// a job whose caller asked for a cancel that could not be confirmed. Both
+// stay owned by the connection until job.cancelled or the job's end confirms
+// them, and are written again after every resume.
+//
+// Stalls. A FIFO head whose caller gave up and whose tombstone has expired
+// drops the transport only when no live submit waits behind it: one
+// impatient caller no longer bounds the patient ones. (The runtime broke
+// "every submit gets exactly one answer, in order"; the resume's barrier
+// and resends recover the patient callers anyway.)
+//
+// Sequencer. Sequencer orders sequenced envelopes (job.event, job.result,
+// job.error and, in the Go SDK, job.cancelled) by event_seq with a bounded
+// reorder window (the Go SDK puts concurrent jobs' seqs slightly out of order
+// on the wire): a frame ahead of the next expected seq is held while at most
+// Window frames and WindowBytes bytes are held and the oldest has waited less
+// than MaxHold; past any bound the hole is a gap and the transport is
+// resumed. A frame at or below the delivered seq is a duplicate.
+//
+// # Spec gaps and how they are decided
+//
+//   - The draft does not say whether a session.error without request_id ends
+//     the session. It is treated as ending the session only for
+//     UNAUTHENTICATED and RESUME_WINDOW_EXPIRED; other codes resume, and the
+//     runtime answers the resume with the truth.
+//   - The draft does not say how a rejected submit is answered. Both shapes
+//     seen in the SDKs are accepted; the gateway sends nothing but spec
+//     messages.
+//   - The draft does not promise in-order handling of requests. The core
+//     relies on it only within one transport, as every known runtime
+//     provides, and never across a drop.
+package correlate

@@ -156,18 +156,18 @@ type Core struct {
 	head    int
 	limbo   []*entry // earlier transports' unanswered submits, wire order
 
-	jobs      map[string]*jobRec   // jobs bound to a submit, or cancelled as orphans
-	unclaimed map[string]string    // job id → trace id: accepted or seen during reconciliation, not yet bound
-	deadTrace map[string]time.Time // trace ids of abandoned submits not written again → expiry
-	wantCancel map[string]struct{} // cancels owned by the connection until confirmed
+	jobs       map[string]*jobRec   // jobs bound to a submit, or cancelled as orphans
+	unclaimed  map[string]string    // job id → trace id: accepted or seen during reconciliation, not yet bound
+	deadTrace  map[string]time.Time // trace ids of abandoned submits not written again → expiry
+	wantCancel map[string]struct{}  // cancels owned by the connection until confirmed
 
-	echo       int8 // 0 unknown, 1 the runtime copies trace ids onto accepts, -1 it does not
-	connected  bool
-	quarantine bool
-	barrierReq string
-	barrierExp time.Time
+	echo          int8 // 0 unknown, 1 the runtime copies trace ids onto accepts, -1 it does not
+	connected     bool
+	quarantine    bool
+	barrierReq    string
+	barrierExp    time.Time
 	barrierMisses int // consecutive barriers left unanswered
-	resends    int // resent entries still in the fifo or pending
+	resends       int // resent entries still in the fifo or pending
 
 	out []Action
 	ctr Counters

@@ -209,10 +209,15 @@ type ListJobs struct {
 
 // JobInfo is an entry of session.jobs.
 type JobInfo struct {
-	JobID      string `json:"job_id"`
-	Agent      string `json:"agent,omitempty"`
-	Status     string `json:"status,omitempty"`
-	AcceptedAt string `json:"accepted_at,omitempty"`
+	JobID        string          `json:"job_id"`
+	Agent        string          `json:"agent,omitempty"`
+	Status       string          `json:"status,omitempty"`
+	AcceptedAt   string          `json:"accepted_at,omitempty"`
+	CreatedAt    string          `json:"created_at,omitempty"`
+	TraceID      string          `json:"trace_id,omitempty"`
+	Lease        json.RawMessage `json:"lease,omitempty"`
+	ParentJobID  string          `json:"parent_job_id,omitempty"`
+	LastEventSeq uint64          `json:"last_event_seq,omitempty"`
 }
 
 // Jobs is the payload of session.jobs.
@@ -262,6 +267,7 @@ type Result struct {
 	FinalStatus string          `json:"final_status"`
 	Result      json.RawMessage `json:"result,omitempty"`
 	ResultID    string          `json:"result_id,omitempty"`
+	ResultSize  int64           `json:"result_size,omitempty"`
 	Summary     string          `json:"summary,omitempty"`
 }
 
@@ -272,12 +278,13 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 		Result      json.RawMessage `json:"result"`
 		Output      json.RawMessage `json:"output"`
 		ResultID    string          `json:"result_id"`
+		ResultSize  int64           `json:"result_size"`
 		Summary     string          `json:"summary"`
 	}
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
 	}
-	*r = Result{FinalStatus: w.FinalStatus, Result: w.Result, ResultID: w.ResultID, Summary: w.Summary}
+	*r = Result{FinalStatus: w.FinalStatus, Result: w.Result, ResultID: w.ResultID, ResultSize: w.ResultSize, Summary: w.Summary}
 	if len(r.Result) == 0 {
 		r.Result = w.Output
 	}

@@ -393,7 +393,7 @@ func (c *Core) Accepted(job, trace string, now time.Time) {
 	head := c.front()
 	if r := c.jobs[job]; r != nil {
 		switch {
-		case head != nil && r.key == head.key && c.cfg.brokenRule != "no-key-check":
+		case head != nil && r.key != "" && r.key == head.key && c.cfg.brokenRule != "no-key-check":
 			// An idempotent replay for the head (§7.2).
 			c.bind(head, job)
 		case head == nil || r.owner != 0 && c.isDuplicateOf(r, head):
@@ -554,6 +554,37 @@ func (c *Core) UnknownJob(job string, now time.Time) Verdict {
 	c.ctr.LateAnswers++
 	c.orphan(job)
 	return Orphan
+}
+
+// Consumed is UnknownJobError's verdict when the job.error was a rejection
+// of the FIFO head.
+const Consumed Verdict = 4
+
+// UnknownJobError classifies a job.error for a job the connection does not
+// know. A job id never accepted, while submits wait in order and no
+// reconciliation is under way, is the TS SDK's rejection of the FIFO head
+// (Consumed); otherwise it is handled as UnknownJob.
+func (c *Core) UnknownJobError(job string, err error, now time.Time) Verdict {
+	if r := c.jobs[job]; r != nil && r.owner == 0 {
+		return Late
+	}
+	if _, ok := c.unclaimed[job]; !ok && !c.Reconciling() && c.front() != nil {
+		c.RejectedByPosition(err)
+		return Consumed
+	}
+	return c.UnknownJob(job, now)
+}
+
+// ExistingJobError reports whether a job.error with code on a job the
+// connection knows is in fact the rejection of the FIFO head: the TS SDK
+// answers a conflicting idempotency key with job.error DUPLICATE_KEY on the
+// existing job's id. The existing job is not ended by it.
+func (c *Core) ExistingJobError(code string, err error) bool {
+	if code != "DUPLICATE_KEY" || c.quarantine || c.front() == nil {
+		return false
+	}
+	c.fail(c.front(), err)
+	return true
 }
 
 // WantCancel makes the cancel of job owned by the connection: it is sent now

@@ -1,0 +1,77 @@
+"""Conversion between Python values and google.protobuf.Value.
+
+google.protobuf.Value holds JSON, and its numbers are IEEE-754 doubles. So:
+
+* an ``int`` is sent exactly only if ``abs(n) <= 2**53``; a larger one raises
+  ``ValueError`` rather than being rounded in silence;
+* a number received is returned as ``int`` when it is integral and within
+  2**53, else as ``float`` — so ``3`` comes back as ``3`` (and so does ``3.0``:
+  the wire cannot tell them apart);
+* ``float('nan')`` and infinities are not JSON and raise ``ValueError``;
+* mapping keys must be ``str``; tuples are sent as lists.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+from google.protobuf import struct_pb2
+
+MAX_EXACT_INT = 2**53
+"""The largest integer magnitude a google.protobuf.Value number holds exactly."""
+
+
+def to_value(obj: Any, out: "struct_pb2.Value | None" = None) -> struct_pb2.Value:
+    """Return obj (JSON-like Python data) as a google.protobuf.Value."""
+    v = struct_pb2.Value() if out is None else out
+    if obj is None:
+        v.null_value = struct_pb2.NULL_VALUE
+    elif isinstance(obj, bool):
+        v.bool_value = obj
+    elif isinstance(obj, int):
+        if abs(obj) > MAX_EXACT_INT:
+            raise ValueError(
+                f"integer {obj} is beyond 2**53 and would be rounded: google.protobuf.Value numbers are doubles"
+            )
+        v.number_value = obj
+    elif isinstance(obj, float):
+        if not math.isfinite(obj):
+            raise ValueError(f"{obj} is not a JSON number")
+        v.number_value = obj
+    elif isinstance(obj, str):
+        v.string_value = obj
+    elif isinstance(obj, Mapping):
+        fields = v.struct_value.fields
+        v.struct_value.SetInParent()
+        for k, item in obj.items():
+            if not isinstance(k, str):
+                raise TypeError(f"JSON object keys must be str, not {type(k).__name__}")
+            to_value(item, fields[k])
+    elif isinstance(obj, (list, tuple)):
+        values = v.list_value.values
+        v.list_value.SetInParent()
+        for item in obj:
+            to_value(item, values.add())
+    else:
+        raise TypeError(f"{type(obj).__name__} is not JSON-like (None, bool, int, float, str, dict, list)")
+    return v
+
+
+def from_value(v: struct_pb2.Value) -> Any:
+    """Return a google.protobuf.Value as Python data (see the module doc on numbers)."""
+    kind = v.WhichOneof("kind")
+    if kind == "number_value":
+        n = v.number_value
+        if n.is_integer() and abs(n) <= MAX_EXACT_INT:
+            return int(n)
+        return n
+    if kind == "string_value":
+        return v.string_value
+    if kind == "bool_value":
+        return v.bool_value
+    if kind == "struct_value":
+        return {k: from_value(item) for k, item in v.struct_value.fields.items()}
+    if kind == "list_value":
+        return [from_value(item) for item in v.list_value.values]
+    return None  # null_value, or an unset Value

@@ -1,0 +1,255 @@
+"""The Python client against a real gateway binary (see gateway_process.py).
+
+Run from the repository root:
+    PYTHONPATH=clients/python /usr/bin/python3 -m unittest discover -s clients/python/tests -v
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+from pathlib import Path
+from typing import Any, List, Tuple
+
+import grpc
+
+import sessiongate as sg
+from sessiongate._gen.sessiongate.v1 import sessiongate_pb2 as pb
+
+from gateway_process import REPO, GatewayProcess
+
+_gw: GatewayProcess
+
+
+def setUpModule() -> None:
+    global _gw
+    _gw = GatewayProcess().start()
+
+
+def tearDownModule() -> None:
+    _gw.stop()
+
+
+class _Recorder(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):
+    """Records the method and metadata of every call."""
+
+    def __init__(self) -> None:
+        self.calls: List[Tuple[str, dict]] = []
+        self._mu = threading.Lock()
+
+    def _record(self, details: Any) -> None:
+        with self._mu:
+            self.calls.append((details.method, dict(details.metadata or ())))
+
+    def intercept_unary_unary(self, continuation, details, request):  # type: ignore[no-untyped-def]
+        self._record(details)
+        return continuation(details, request)
+
+    def intercept_unary_stream(self, continuation, details, request):  # type: ignore[no-untyped-def]
+        self._record(details)
+        return continuation(details, request)
+
+
+class ClientTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.gw = sg.Gateway(_gw.addr)
+        self.addCleanup(self.gw.close)
+
+    def open(self) -> sg.Session:
+        s = self.gw.open_session(client_name="py-test", timeout=10)
+        self.addCleanup(s.close, timeout=10)
+        return s
+
+    def test_open(self) -> None:
+        s = self.open()
+        self.assertTrue(s.id.startswith("s1."), s.id)
+        self.assertIn("echo", s.agents)
+        self.assertEqual(s.runtime, "default")
+        self.assertTrue(s.instance_id)
+        self.assertIn(s.id, [i.session_id for i in self.gw.list_sessions(timeout=10)])
+
+    def test_run_echo_nested_exact_numbers(self) -> None:
+        s = self.open()
+        value = {
+            "hello": "world",
+            "ints": [0, 3, -7, 2**53, -(2**53)],
+            "floats": [1.5, -0.25, 1e300],
+            "nested": {"list": [None, True, False, {"deep": [1, [2, [3]]]}], "empty": {}, "none": []},
+            "unicode": "héllo ✓",
+        }
+        r = s.run("echo", value, timeout=10)
+        self.assertEqual(r.result, value)
+        self.assertTrue(r.job_id)
+        ints = r.result["ints"]
+        self.assertTrue(all(type(n) is int for n in ints), ints)
+        self.assertEqual(ints[3], 9007199254740992)
+        self.assertIs(type(r.result["floats"][0]), float)
+        # A scalar input, and no input at all.
+        self.assertEqual(s.run("echo", 42, timeout=10).result, 42)
+        self.assertIsNone(s.run("echo", timeout=10).result)
+
+    def test_integer_beyond_2_53_is_refused(self) -> None:
+        s = self.open()
+        with self.assertRaisesRegex(ValueError, "2\\*\\*53"):
+            s.run("echo", {"n": 2**53 + 1}, timeout=10)
+        with self.assertRaises(ValueError):
+            s.run("echo", float("nan"), timeout=10)
+        with self.assertRaises(TypeError):
+            s.run("echo", {1: "non-string key"}, timeout=10)
+
+    def test_watch_stream(self) -> None:
+        s = self.open()
+        job = s.submit("stream", {"count": 5, "interval_ms": 20}, timeout=10)
+        self.assertTrue(job.job_id)
+        self.assertIsNotNone(job.accepted_at)
+        with s.watch(job, timeout=30) as w:
+            items = list(w)
+        events, last = items[:-1], items[-1]
+        self.assertEqual(len(events), 5, items)
+        self.assertTrue(all(isinstance(e, sg.JobEvent) and e.kind == "log" for e in events), events)
+        self.assertEqual([e.body["i"] for e in events], [0, 1, 2, 3, 4])
+        seqs = [i.event_seq for i in items]
+        self.assertEqual(seqs, sorted(set(seqs)), "event_seq strictly increasing")
+        self.assertIsInstance(last, sg.JobResult)
+        self.assertEqual(last.result, {"count": 5})
+        # Watching again from a sequence number replays only what follows.
+        replay = list(s.watch(job.job_id, from_event_seq=events[2].event_seq, timeout=30))
+        self.assertEqual([i.event_seq for i in replay], seqs[3:])
+
+    def test_cancel(self) -> None:
+        s = self.open()
+        job = s.submit("sleep", {"ms": 30000}, timeout=10)
+        s.cancel(job, "test", timeout=10)
+        items = list(s.watch(job, timeout=30))
+        last = items[-1]
+        self.assertIsInstance(last, sg.JobError, items)
+        self.assertEqual(last.final_status, "cancelled")
+        self.assertEqual(last.code, "CANCELLED")
+
+    def test_status_live_then_not_found(self) -> None:
+        s = self.gw.open_session(client_name="py-status", timeout=10)
+        st = s.status(timeout=5)
+        self.assertIs(st.status, sg.Status.LIVE)
+        self.assertTrue(st.live)
+        self.assertEqual(st.status, "live")
+        self.assertIs(st.phase, sg.Phase.READY)
+        self.assertGreaterEqual(st.generation, 1)
+        s.close(timeout=10)
+        s.close(timeout=10)  # idempotent
+        st = self.gw.status(s.id, timeout=5)
+        self.assertIs(st.status, sg.Status.NOT_FOUND)
+        self.assertFalse(st.live)
+        with self.assertRaises(sg.NotFoundError) as cm:
+            s.run("echo", 1, timeout=5)
+        self.assertEqual(cm.exception.reason, "SESSION_NOT_FOUND")
+
+    def test_timeout_details_via_x_timeout_ms(self) -> None:
+        # A 1 s server budget (tool_call's minimum) under a 10 s deadline:
+        # the gateway's budget runs out first, with details.
+        s = self.open()
+        start = time.monotonic()
+        with self.assertRaises(sg.TimeoutExceededError) as cm:
+            s.run("sleep", {"ms": 5000}, timeout=10, server_timeout=1)
+        e = cm.exception
+        self.assertLess(time.monotonic() - start, 5)
+        self.assertEqual(e.code, grpc.StatusCode.DEADLINE_EXCEEDED)
+        self.assertEqual(e.profile, "tool_call")
+        self.assertEqual(e.configured_ms, 1000)
+        self.assertGreaterEqual(e.elapsed_ms, 1000)
+        self.assertEqual(e.limit, "unary")
+        self.assertEqual((e.service, e.method), ("sessiongate.v1.SessionGateway", "RunJob"))
+        self.assertEqual((e.domain, e.reason), ("timeoutprofile", "TIMEOUT_PROFILE_EXCEEDED"))
+        self.assertEqual(e.metadata["profile_name"], "tool_call")
+        self.assertIsInstance(e, TimeoutError)
+
+    def test_timeout_details_via_own_deadline(self) -> None:
+        # Only the caller's own deadline (300 ms, below tool_call's 1 s
+        # minimum, which never extends it): the gateway ends the call a margin
+        # before it, with details. Retries are off so that the published
+        # policy (which retries DEADLINE_EXCEEDED) does not turn the answer
+        # into a bare deadline on its second attempt.
+        with sg.Gateway(_gw.addr, retry=False) as gw:
+            with gw.open_session(client_name="py-deadline", timeout=10) as s:
+                start = time.monotonic()
+                with self.assertRaises(sg.TimeoutExceededError) as cm:
+                    s.run("sleep", {"ms": 5000}, timeout=0.3)
+                took = time.monotonic() - start
+        e = cm.exception
+        self.assertLess(took, 0.3)
+        self.assertEqual(e.profile, "tool_call")
+        self.assertEqual(e.limit, "caller_deadline")
+        self.assertLessEqual(e.elapsed_ms, 300)
+
+    def test_bad_input_is_typed(self) -> None:
+        with self.assertRaises(sg.InvalidArgumentError) as cm:
+            self.gw.session("").run("echo", {"x": 1}, timeout=5)
+        e = cm.exception
+        self.assertEqual(e.code, grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertEqual((e.domain, e.reason), ("sessiongate", "INVALID_ARGUMENT"))
+        self.assertIsInstance(e, ValueError)
+        s = self.open()
+        with self.assertRaises(sg.NotFoundError):
+            s.run("no-such-agent", 1, timeout=5)
+        with self.assertRaises(sg.InvalidArgumentError) as cm:
+            s.run("fail", {"code": "INVALID_REQUEST", "message": "nope"}, timeout=5)
+        self.assertEqual((cm.exception.domain, cm.exception.reason), ("arcp", "INVALID_REQUEST"))
+        self.assertIs(cm.exception.retryable, False)
+
+    def test_metadata_on_every_call(self) -> None:
+        rec = _Recorder()
+        channel = grpc.intercept_channel(grpc.insecure_channel(_gw.addr), rec)
+        self.addCleanup(channel.close)
+        gw = sg.Gateway(channel=channel)
+        with gw.open_session(client_name="py-md", timeout=10) as s:
+            s.run("echo", 1, timeout=2.5)
+            job = s.submit("stream", {"count": 1, "interval_ms": 1})
+            list(s.watch(job))
+            s.status()
+        by_method = {m.rsplit("/", 1)[1]: md for m, md in rec.calls}
+        self.assertEqual(set(by_method), {"OpenSession", "RunJob", "SubmitJob", "WatchJob", "GetSessionStatus", "CloseSession"})
+        for m, md in by_method.items():
+            if m == "OpenSession":
+                self.assertNotIn(sg.SESSION_METADATA_KEY, md)
+            else:
+                self.assertEqual(md.get(sg.SESSION_METADATA_KEY), s.id, m)
+        self.assertEqual(by_method["RunJob"][sg.TIMEOUT_METADATA_KEY], "2500")
+        self.assertNotIn(sg.TIMEOUT_METADATA_KEY, by_method["SubmitJob"])
+
+    def test_retry_policy_is_published(self) -> None:
+        import json
+
+        cfg = json.loads(sg.retry_service_config())
+        policy = cfg["methodConfig"][0]["retryPolicy"]
+        self.assertEqual(sorted(policy["retryableStatusCodes"]), ["DEADLINE_EXCEEDED", "UNAVAILABLE"])
+        self.assertIn("retryThrottling", cfg)
+
+
+class ReadmeTest(unittest.TestCase):
+    """Runs README.md's "Calling from Python" block verbatim (with the test
+    gateway's address in place of 127.0.0.1:50051)."""
+
+    def test_readme_example(self) -> None:
+        readme = (REPO / "README.md").read_text()
+        m = re.search(r"<!-- python-example:begin -->\s*```python\n(.*?)```\s*<!-- python-example:end -->", readme, re.S)
+        self.assertIsNotNone(m, "README.md has no python-example block")
+        code = m.group(1).replace("127.0.0.1:50051", _gw.addr)
+        with tempfile.TemporaryDirectory() as d:
+            path = Path(d, "example.py")
+            path.write_text(code)
+            env = dict(os.environ, PYTHONPATH=str(REPO / "clients" / "python"))
+            out = subprocess.run(
+                [sys.executable, str(path)], env=env, capture_output=True, text=True, timeout=60
+            )
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("{'hello': 'world', 'n': 3}", out.stdout)
+        self.assertIn("tool_call", out.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()

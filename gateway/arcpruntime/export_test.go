@@ -52,3 +52,35 @@ func (r *Runtime) jobDone(tb testing.TB, jobID string) <-chan struct{} {
 	tb.Fatalf("no job %s", jobID)
 	return nil
 }
+
+// withHoldAgent adds the agent "hold" to srv's runtime (before any session
+// uses it): it emits one log event, then waits for its context and ends
+// with it, so a cancel ends it at once.
+func withHoldAgent(srv *Server) *Server {
+	rt := srv.Runtime()
+	rt.agents = append(slices.Clip(rt.agents), agent{
+		name: "hold",
+		prepare: func(json.RawMessage, agentEnv) (runFunc, error) {
+			return func(ctx context.Context, io jobIO) (json.RawMessage, error) {
+				if err := io.emit(arcp.KindLog, map[string]string{"message": "holding"}); err != nil {
+					return nil, err
+				}
+				<-ctx.Done()
+				return nil, ctx.Err()
+			}, nil
+		},
+	})
+	return srv
+}
+
+// sessionSeq returns the last event_seq assigned in the session.
+func (r *Runtime) sessionSeq(tb testing.TB, sid string) uint64 {
+	tb.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.sessions[sid]
+	if s == nil {
+		tb.Fatalf("no session %s", sid)
+	}
+	return s.seq
+}

@@ -226,15 +226,18 @@ func (t *transport) appendAnswerLocked(s *session, typ, jobID, traceID string, p
 	}
 }
 
-// keepLateLocked hands unanswered submits to the session, ahead of any it
-// already keeps, for the next transport of a resume
-// (Dialect.LateAcceptAcrossResume).
+// keepLateLocked hands unanswered submits to the session for the next
+// transport of a resume (Dialect.LateAcceptAcrossResume). Callers keep them
+// in the order they were read: the dispatcher (the submit in progress, then
+// any it took from the queue) before ServeHTTP (the rest of the queue); a
+// transport takes the session's list when it attaches, after the previous
+// transport has ended.
 func (t *transport) keepLateLocked(envs []*arcp.Envelope) {
 	s := t.sess
 	if len(envs) == 0 || s == nil || s.gone || t.r.closed {
 		return
 	}
-	s.late = append(append([]*arcp.Envelope(nil), envs...), s.late...)
+	s.late = append(s.late, envs...)
 }
 
 // markReplayedLocked closes replayed once the writer has sent the replay.

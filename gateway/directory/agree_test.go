@@ -34,14 +34,14 @@ func agree(ctx context.Context, t *testing.T, srv *redistest.Server, rc *redis.C
 	for _, r := range replicas {
 		dirs[r] = open(t, srv, r, func(c *directory.Config) { c.Prefix = prefix })
 	}
-	any := dirs["a"]
+	d0 := dirs["a"]
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	w := newWorld()
 	setLease := func(r string, live bool) error {
 		if live {
-			return rc.HSet(ctx, any.LeaseKey(r), "addr", "addr-"+r, "incarnation", "test").Err()
+			return rc.HSet(ctx, d0.LeaseKey(r), "addr", "addr-"+r, "incarnation", "test").Err()
 		}
-		return rc.Del(ctx, any.LeaseKey(r)).Err()
+		return rc.Del(ctx, d0.LeaseKey(r)).Err()
 	}
 	for r, live := range w.live {
 		if err := setLease(r, live); err != nil {
@@ -77,7 +77,7 @@ func agree(ctx context.Context, t *testing.T, srv *redistest.Server, rc *redis.C
 			err = d.Delete(ctx, id, op.Epoch)
 		}
 		gotV := verdictOf(t, err)
-		got, rerr := readRecord(ctx, rc, any, id)
+		got, rerr := readRecord(ctx, rc, d0, id)
 		if rerr != nil {
 			return rerr
 		}

@@ -365,8 +365,8 @@ func TestLeaseExpiryEnablesTakeover(t *testing.T) {
 func TestLeaseConflict(t *testing.T) {
 	srv := redistest.Start(t)
 	rc := raw(t, srv)
-	short := func(c *directory.Config) { c.LeaseTTL = 300 * time.Millisecond }
-	a1, a2 := open(t, srv, "a", short), open(t, srv, "a", short)
+	ttl := func(c *directory.Config) { c.LeaseTTL = time.Second }
+	a1, a2 := open(t, srv, "a", ttl), open(t, srv, "a", ttl)
 	stop1 := run(t, a1)
 	waitLease(t, rc, a1.LeaseKey("a"), true)
 	inc1, _ := rc.HGet(context.Background(), a1.LeaseKey("a"), "incarnation").Result()

@@ -30,6 +30,8 @@ type RetryPolicy struct {
 	MaxTokens, TokenRatio float64
 }
 
+//go:generate go test -run ^TestRetryServiceConfigFile$ -update .
+
 // RetryServiceConfig returns a gRPC service config, for
 // grpc.WithDefaultServiceConfig, that retries DEADLINE_EXCEEDED and
 // UNAVAILABLE with exponential backoff, at most p.MaxAttempts attempts, under
@@ -42,6 +44,11 @@ type RetryPolicy struct {
 // to shrink it on each retry (fast-fail), use go-grpc-middleware's retry
 // interceptor in front of this package's client interceptor (see the
 // package documentation).
+//
+// The default policy, RetryServiceConfig(RetryPolicy{}), is also published
+// as the file timeoutprofile/retry_service_config.json for clients in other
+// languages (grpcio's "grpc.service_config" channel option, grpc-js's
+// 'grpc.service_config'); a test keeps the two equal.
 func RetryServiceConfig(p RetryPolicy) (string, error) {
 	if p.MaxAttempts == 0 {
 		p.MaxAttempts = 3

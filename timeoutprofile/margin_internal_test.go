@@ -1,0 +1,130 @@
+package timeoutprofile
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestWithMargin: the rule that picks the caller's deadline less the margin
+// as a call's budget.
+func TestWithMargin(t *testing.T) {
+	p := &Profile{Name: "p", Default: 5 * time.Second, Min: time.Second, Max: 30 * time.Second, AllowInfinite: true}
+	now := time.Unix(1000, 0)
+	const none = time.Duration(-1)
+	const margin = 20 * time.Millisecond
+	cases := []struct {
+		name     string
+		callerDL time.Duration // none: no deadline
+		override time.Duration // none: no x-timeout-ms
+		margin   time.Duration
+		// want
+		callerBound bool
+		timeout     time.Duration
+	}{
+		{"no deadline: the profile's", none, none, margin, false, 5 * time.Second},
+		{"deadline only: deadline less margin", 10 * time.Second, none, margin, true, 10*time.Second - margin},
+		{"deadline above max: the profile's", time.Minute, none, margin, false, 30 * time.Second},
+		{"override well inside the deadline: the profile's", 10 * time.Second, 2 * time.Second, margin, false, 2 * time.Second},
+		{"override within the margin of the deadline", 2 * time.Second, 1990 * time.Millisecond, margin, true, 2*time.Second - margin},
+		{"override equal to the deadline", 2 * time.Second, 2 * time.Second, margin, true, 2*time.Second - margin},
+		{"override past the deadline", 2 * time.Second, 20 * time.Second, margin, true, 2*time.Second - margin},
+		{"infinite override bounded by the deadline", 3 * time.Second, 0, margin, true, 3*time.Second - margin},
+		{"below min: kept, less margin", 500 * time.Millisecond, none, margin, true, 500*time.Millisecond - margin},
+		{"less than the margin left", 15 * time.Millisecond, none, margin, true, -5 * time.Millisecond},
+		{"expired", -time.Second, none, margin, true, -time.Second - margin},
+		{"margin 0: unchanged", 10 * time.Second, none, 0, false, 10 * time.Second},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var dl time.Time
+			hasDL := tc.callerDL != none
+			if hasDL {
+				dl = now.Add(tc.callerDL)
+			}
+			before := computeBudget(p, now, dl, hasDL, tc.override, tc.override != none)
+			b := before.withMargin(now, dl, hasDL, tc.margin)
+			if b.callerBound != tc.callerBound || b.timeout != tc.timeout {
+				t.Errorf("callerBound=%v timeout=%v; want %v %v", b.callerBound, b.timeout, tc.callerBound, tc.timeout)
+			}
+			if b.rule != before.rule {
+				t.Errorf("rule changed from %v to %v", before.rule, b.rule)
+			}
+			if !b.callerBound {
+				if b != before {
+					t.Errorf("budget changed: %+v → %+v", before, b)
+				}
+				return
+			}
+			if !b.own || b.infinite || !b.deadline.Equal(dl.Add(-tc.margin)) {
+				t.Errorf("own=%v infinite=%v deadline=%v; want own, finite, the caller's less the margin", b.own, b.infinite, b.deadline)
+			}
+		})
+	}
+}
+
+// TestDeadlineMarginSettings: default < file < environment < option.
+func TestDeadlineMarginSettings(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "p.json")
+	if err := os.WriteFile(file, []byte(`{"deadline_margin_ms": 7}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := func(vars map[string]string) func(string) string {
+		return func(k string) string { return vars[k] }
+	}
+	margin := func(env func(string) string, opts ...Option) time.Duration {
+		t.Helper()
+		cfg, err := LoadGlobal(env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := New(append([]Option{WithConfig(cfg)}, opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e.margin
+	}
+	if e, _ := New(); e.margin != DefaultDeadlineMargin {
+		t.Errorf("no configuration: %v, want %v", e.margin, DefaultDeadlineMargin)
+	}
+	for _, tc := range []struct {
+		name string
+		vars map[string]string
+		opts []Option
+		want time.Duration
+	}{
+		{"default", nil, nil, DefaultDeadlineMargin},
+		{"file", map[string]string{envFile: file}, nil, 7 * time.Millisecond},
+		{"environment over file", map[string]string{envFile: file, envMargin: "11"}, nil, 11 * time.Millisecond},
+		{"environment 0 turns it off", map[string]string{envMargin: "0"}, nil, 0},
+		{"option over environment", map[string]string{envFile: file, envMargin: "11"}, []Option{WithDeadlineMargin(3 * time.Millisecond)}, 3 * time.Millisecond},
+		{"option 0 turns it off", nil, []Option{WithDeadlineMargin(0)}, 0},
+	} {
+		if got := margin(env(tc.vars), tc.opts...); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+
+	for _, tc := range []struct{ doc, want string }{
+		{`{"deadline_margin_ms": 1001}`, "deadline_margin_ms: want 0 to 1000 ms"},
+		{`{"deadline_margin_ms": -1}`, "deadline_margin_ms: must be a non-negative integer"},
+		{`{"deadline_margin_ms": 1.5}`, "deadline_margin_ms: must be a non-negative integer"},
+		{`{"Deadline_Margin_MS": 5}`, `unknown field "Deadline_Margin_MS"`},
+	} {
+		if _, err := ParseConfig([]byte(tc.doc)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.doc, err, tc.want)
+		}
+	}
+	for _, v := range []string{"-1", "abc", "5ms", "1001"} {
+		if _, err := LoadGlobal(env(map[string]string{envMargin: v})); err == nil || !strings.Contains(err.Error(), envMargin) {
+			t.Errorf("%s=%q: %v", envMargin, v, err)
+		}
+	}
+	for _, d := range []time.Duration{-time.Millisecond, MaxDeadlineMargin + time.Millisecond} {
+		if _, err := New(WithDeadlineMargin(d)); err == nil || !strings.Contains(err.Error(), "WithDeadlineMargin: want 0 to 1000 ms") {
+			t.Errorf("WithDeadlineMargin(%v): %v", d, err)
+		}
+	}
+}

@@ -24,6 +24,15 @@ type options struct {
 	maxSessions         int
 	maxPerCaller        int
 	maxJobsPerSession   int
+	maxLiveJobs         int64
+	maxLiveJobsCaller   int64
+	maxRetained         int64
+	maxRetainedCaller   int64
+	maxWatchersPerJob   int
+	maxStreams          int
+	keepaliveTime       time.Duration
+	keepaliveTimeout    time.Duration
+	keepaliveMinTime    time.Duration
 	maxInputBytes       int
 	maxFrameBytes       int64
 	initTimeout         time.Duration
@@ -59,6 +68,10 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		fs.IntVar(p, name, def, usage+" (env "+env+")")
 		vars = append(vars, envFlag{name, env})
 	}
+	num64 := func(p *int64, name, env string, def int64, usage string) {
+		fs.Int64Var(p, name, def, usage+" (env "+env+")")
+		vars = append(vars, envFlag{name, env})
+	}
 	str(&o.listen, "listen", "SESSIONGATE_LISTEN", "127.0.0.1:50051", "gRPC listen address")
 	str(&o.admin, "admin", "SESSIONGATE_ADMIN", "127.0.0.1:8080", "admin HTTP address: /metrics, /healthz, /v1/sessions/{id}/status")
 	fs.Var(&o.runtimes, "runtime", "upstream runtime name=ws://host:port/arcp, repeatable; the first is the default; none = embedded reference runtime (env SESSIONGATE_RUNTIMES, comma-separated)")
@@ -70,6 +83,15 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	num(&o.maxSessions, "max-sessions", "SESSIONGATE_MAX_SESSIONS", 100_000, "cap on all sessions")
 	num(&o.maxPerCaller, "max-sessions-per-caller", "SESSIONGATE_MAX_SESSIONS_PER_CALLER", 1_000, "cap on one caller's sessions")
 	num(&o.maxJobsPerSession, "max-jobs-per-session", "SESSIONGATE_MAX_JOBS_PER_SESSION", 100, "cap on live jobs per session")
+	num64(&o.maxLiveJobs, "max-live-jobs", "SESSIONGATE_MAX_LIVE_JOBS", 10_000, "cap on live jobs of all callers")
+	num64(&o.maxLiveJobsCaller, "max-live-jobs-per-caller", "SESSIONGATE_MAX_LIVE_JOBS_PER_CALLER", 1_000, "cap on one caller's live jobs")
+	num64(&o.maxRetained, "max-retained-bytes", "SESSIONGATE_MAX_RETAINED_BYTES", 1<<30, "cap on results and events held in memory for all callers")
+	num64(&o.maxRetainedCaller, "max-retained-bytes-per-caller", "SESSIONGATE_MAX_RETAINED_BYTES_PER_CALLER", 256<<20, "cap on results and events held in memory for one caller")
+	num(&o.maxWatchersPerJob, "max-watchers-per-job", "SESSIONGATE_MAX_WATCHERS_PER_JOB", 16, "cap on WatchJob streams of one job")
+	num(&o.maxStreams, "max-concurrent-streams", "SESSIONGATE_MAX_CONCURRENT_STREAMS", 1024, "cap on concurrent calls per client connection (HTTP/2 streams)")
+	dur(&o.keepaliveTime, "keepalive-time", "SESSIONGATE_KEEPALIVE_TIME", 2*time.Minute, "ping a client connection idle this long")
+	dur(&o.keepaliveTimeout, "keepalive-timeout", "SESSIONGATE_KEEPALIVE_TIMEOUT", 20*time.Second, "close a connection whose ping is unanswered this long")
+	dur(&o.keepaliveMinTime, "keepalive-min-time", "SESSIONGATE_KEEPALIVE_MIN_TIME", 10*time.Second, "shortest client ping interval tolerated; faster pingers get GOAWAY too_many_pings")
 	num(&o.maxInputBytes, "max-input-bytes", "SESSIONGATE_MAX_INPUT_BYTES", 8<<20, "cap on a job's input")
 	var frame int
 	num(&frame, "max-frame-bytes", "SESSIONGATE_MAX_FRAME_BYTES", 16<<20, "cap on an upstream WebSocket frame")
@@ -112,6 +134,22 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	o.maxFrameBytes = int64(frame)
+	for _, c := range []struct {
+		name string
+		v    int64
+	}{
+		{"max-sessions", int64(o.maxSessions)}, {"max-sessions-per-caller", int64(o.maxPerCaller)},
+		{"max-live-jobs", o.maxLiveJobs}, {"max-live-jobs-per-caller", o.maxLiveJobsCaller},
+		{"max-retained-bytes", o.maxRetained}, {"max-retained-bytes-per-caller", o.maxRetainedCaller},
+		{"max-watchers-per-job", int64(o.maxWatchersPerJob)}, {"max-concurrent-streams", int64(o.maxStreams)},
+	} {
+		if c.v <= 0 {
+			return nil, fmt.Errorf("--%s %d: want a positive number", c.name, c.v)
+		}
+	}
+	if o.maxStreams > 1<<31 {
+		return nil, fmt.Errorf("--max-concurrent-streams %d: at most %d", o.maxStreams, 1<<31)
+	}
 	if o.instanceID == "" {
 		var b [4]byte
 		_, _ = rand.Read(b[:])

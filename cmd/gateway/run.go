@@ -73,10 +73,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Runtimes:             runtimes,
 		UpstreamToken:        o.upstreamToken,
 		ClientTokens:         tokens,
-		MaxSessions:          o.maxSessions,
-		MaxSessionsPerCaller: o.maxPerCaller,
-		IdleTimeout:          o.idleTimeout,
-		MaxInputBytes:        o.maxInputBytes,
+		MaxSessions:               o.maxSessions,
+		MaxSessionsPerCaller:      o.maxPerCaller,
+		MaxLiveJobs:               o.maxLiveJobs,
+		MaxLiveJobsPerCaller:      o.maxLiveJobsCaller,
+		MaxRetainedBytes:          o.maxRetained,
+		MaxRetainedBytesPerCaller: o.maxRetainedCaller,
+		MaxWatchersPerJob:         o.maxWatchersPerJob,
+		MaxConcurrentStreams:      uint32(o.maxStreams),
+		KeepaliveTime:             o.keepaliveTime,
+		KeepaliveTimeout:          o.keepaliveTimeout,
+		KeepaliveMinTime:          o.keepaliveMinTime,
+		IdleTimeout:               o.idleTimeout,
+		MaxInputBytes:             o.maxInputBytes,
 		Upstream: upstream.Config{
 			InitTimeout:    o.initTimeout,
 			RequestTimeout: o.requestTimeout,
@@ -119,11 +128,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	g.Go(func() error {
 		<-gctx.Done()
 		log.Info("shutting down: draining sessions", "deadline", o.shutdownTimeout)
-		sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
+		start := time.Now()
+		sctx, cancel := context.WithTimeoutCause(context.Background(), o.shutdownTimeout,
+			fmt.Errorf("--shutdown-timeout %v", o.shutdownTimeout))
 		defer cancel()
 		err := gw.Shutdown(sctx)
-		_ = admin.Shutdown(sctx)
-		log.Info("shutdown complete", "err", err)
+		if aerr := admin.Shutdown(sctx); aerr != nil {
+			_ = admin.Close()
+		}
+		switch {
+		case errors.Is(err, server.ErrHardStop):
+			log.Warn("shutdown: hard stop at the deadline, calls still in progress were cut off",
+				"elapsed", time.Since(start), "deadline", o.shutdownTimeout, "err", err.Error())
+		case err != nil:
+			log.Warn("shutdown complete, upstream sessions not all closed cleanly", "elapsed", time.Since(start), "err", err.Error())
+		default:
+			log.Info("shutdown complete", "elapsed", time.Since(start))
+		}
 		return nil
 	})
 	return g.Wait()

@@ -1,76 +1,98 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
-	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sessiongate/sessiongate/gateway/session"
 	sessiongatev1 "github.com/sessiongate/sessiongate/gen/sessiongate/v1"
 )
 
-// statusJSON is the HTTP form of GetSessionStatusResponse.
-type statusJSON struct {
-	Status       string   `json:"status"`
-	Phase        string   `json:"phase,omitempty"`
-	Runtime      string   `json:"runtime,omitempty"`
-	Features     []string `json:"features,omitempty"`
-	LastEventSeq uint64   `json:"last_event_seq,omitempty"`
-	Generation   uint64   `json:"generation,omitempty"`
-	InstanceID   string   `json:"instance_id"`
-	Error        string   `json:"error,omitempty"`
-}
+// The admin HTTP port speaks the same JSON dialect as gRPC JSON tools
+// (grpcurl, grpc-gateway): protojson. The session status probe answers with
+// a sessiongate.v1.GetSessionStatusResponse (camelCase names, enum value
+// names, 64-bit integers as strings), errors with a google.rpc.Status
+// carrying the same ErrorInfo a gRPC call would get. Output is compact, so
+// that it is stable for scripts (protojson deliberately varies whitespace).
 
-func phaseName(p sessiongatev1.SessionPhase) string {
-	return strings.ToLower(strings.TrimPrefix(p.String(), "SESSION_PHASE_"))
-}
+var jsonOpts = protojson.MarshalOptions{}
 
-func writeJSON(w http.ResponseWriter, code int, v any) {
+func writeProto(w http.ResponseWriter, code int, m proto.Message) {
+	raw, err := jsonOpts.Marshal(m)
+	var buf bytes.Buffer
+	if err == nil {
+		err = json.Compact(&buf, raw)
+	}
+	if err != nil {
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	buf.WriteByte('\n')
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(v)
+	_, _ = w.Write(buf.Bytes())
 }
+
+// writeStatus writes err (a gRPC status error) as a google.rpc.Status.
+func writeStatus(w http.ResponseWriter, code int, err error) {
+	writeProto(w, code, status.Convert(err).Proto())
+}
+
 
 // adminHandler serves /metrics, /healthz and /v1/sessions/{id}/status.
 func (g *Gateway) adminHandler(reg prometheus.Gatherer) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
 		if g.draining.Load() {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "draining"})
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"status":"NOT_SERVING"}` + "\n"))
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]string{"status": "serving"})
+		_, _ = w.Write([]byte(`{"status":"SERVING"}` + "\n"))
 	})
 	mux.HandleFunc("GET /v1/sessions/{id}/status", g.httpStatus)
 	return mux
 }
 
 // httpStatus is GetSessionStatus for balancers that cannot speak gRPC: 200
-// with {"status":"live",…} or 404 with {"status":"not_found"}. Like the gRPC
-// method it reads memory only.
+// with a LIVE GetSessionStatusResponse, or 404 with a NOT_FOUND one; 401 and
+// 400 answer a google.rpc.Status. Like the gRPC method it reads memory only.
 func (g *Gateway) httpStatus(w http.ResponseWriter, r *http.Request) {
 	caller, ok := g.ids.httpCaller(r)
 	if !ok {
-		writeJSON(w, http.StatusUnauthorized, statusJSON{Error: "authorization: Bearer <token> is required", InstanceID: g.table.InstanceID()})
+		w.Header().Set("WWW-Authenticate", `Bearer realm="sessiongate"`)
+		writeStatus(w, http.StatusUnauthorized, gatewayStatus(codes.Unauthenticated, "UNAUTHENTICATED",
+			"authorization: Bearer <token> is required: send the token of a configured client identity", nil))
 		return
 	}
 	id := r.PathValue("id")
 	if _, ok := session.ParseID(id); !ok {
-		writeJSON(w, http.StatusBadRequest, statusJSON{Error: "malformed session id: pass the id returned by OpenSession", InstanceID: g.table.InstanceID()})
+		writeStatus(w, http.StatusBadRequest, gatewayStatus(codes.InvalidArgument, "INVALID_ARGUMENT",
+			"session id "+quoteClip(id)+" is malformed: pass the session_id returned by OpenSession", map[string]string{"field": "session_id"}))
 		return
 	}
 	resp := g.svc.status(id, caller)
+	code := http.StatusOK
 	if resp.GetStatus() != sessiongatev1.SessionStatus_SESSION_STATUS_LIVE {
-		writeJSON(w, http.StatusNotFound, statusJSON{Status: "not_found", InstanceID: resp.GetInstanceId()})
-		return
+		code = http.StatusNotFound
 	}
-	writeJSON(w, http.StatusOK, statusJSON{
-		Status: "live", Phase: phaseName(resp.GetPhase()), Runtime: resp.GetRuntime(), Features: resp.GetFeatures(),
-		LastEventSeq: resp.GetLastEventSeq(), Generation: resp.GetGeneration(), InstanceID: resp.GetInstanceId(),
-	})
+	writeProto(w, code, resp)
 }
+
+func quoteClip(s string) string {
+	b, _ := json.Marshal(clip(s))
+	return string(b)
+}
+

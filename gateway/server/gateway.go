@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -27,6 +28,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sessiongate/sessiongate/gateway/arcp"
+	"github.com/sessiongate/sessiongate/gateway/budget"
 	"github.com/sessiongate/sessiongate/gateway/session"
 	"github.com/sessiongate/sessiongate/gateway/upstream"
 	sessiongatev1 "github.com/sessiongate/sessiongate/gen/sessiongate/v1"
@@ -39,6 +41,9 @@ import (
 type Runtime struct {
 	Name string // the name callers use in OpenSessionRequest.runtime
 	URL  string // ws://host:port/arcp
+	// Counters receives this runtime's upstream counters, exported on
+	// /metrics with label runtime=Name; nil = a fresh set.
+	Counters *upstream.Counters
 }
 
 // Config configures a Gateway. Zero values take the documented defaults.
@@ -51,7 +56,8 @@ type Config struct {
 	// caller gives none.
 	UpstreamToken string
 	// ClientTokens maps bearer tokens callers present to caller identities.
-	// Empty: every caller is "anonymous".
+	// Empty: every caller is "anonymous". grpc.health.v1.Health never needs
+	// a token, so that probes need no credentials.
 	ClientTokens map[string]string
 	// Features are requested upstream when OpenSession names none
 	// (default: heartbeat, ack, list_jobs, subscribe, progress).
@@ -59,12 +65,34 @@ type Config struct {
 	// MaxSessions caps all sessions (default 100,000); MaxSessionsPerCaller
 	// caps one caller's (default 1,000).
 	MaxSessions, MaxSessionsPerCaller int
+	// MaxLiveJobs caps the jobs running for all callers (default 10,000);
+	// MaxLiveJobsPerCaller caps one caller's (default 1,000). A job counts
+	// from its submit until its end on the runtime. Upstream.MaxLiveJobs
+	// caps one session's.
+	MaxLiveJobs, MaxLiveJobsPerCaller int64
+	// MaxRetainedBytes caps the results and events upstream connections hold
+	// in memory for all callers (default 1 GiB); MaxRetainedBytesPerCaller
+	// for one caller (default 256 MiB). Upstream.MaxBufferedBytes caps one
+	// session's.
+	MaxRetainedBytes, MaxRetainedBytesPerCaller int64
+	// MaxWatchersPerJob caps the WatchJob streams of one job (default 16).
+	MaxWatchersPerJob int
+	// MaxConcurrentStreams caps the concurrent gRPC streams (calls) of one
+	// client connection (default 1,024); further calls queue in the client.
+	MaxConcurrentStreams uint32
+	// Keepalive: the server pings a connection idle for KeepaliveTime
+	// (default 2 min) and closes it when no answer comes within
+	// KeepaliveTimeout (default 20 s). A client that pings more often than
+	// KeepaliveMinTime (default 10 s) is sent GOAWAY ENHANCE_YOUR_CALM
+	// ("too_many_pings"); pings without active calls are permitted.
+	KeepaliveTime, KeepaliveTimeout, KeepaliveMinTime time.Duration
 	// IdleTimeout closes sessions with no call and no running job (default 30 min).
 	IdleTimeout time.Duration
 	// MaxInputBytes caps a job's input (default 8 MiB).
 	MaxInputBytes int
 	// Upstream is the template for every upstream connection: timeouts and
-	// caps. URL, Token, Client, Features, Counters and Logger are filled in.
+	// caps. URL, Token, Client, Features, Counters and Logger are filled in
+	// (Counters from the runtime's).
 	Upstream upstream.Config
 	// TimeoutProfiles is the global layer of the timeout profile table
 	// (standard profiles, file, environment); nil means the standard
@@ -77,6 +105,79 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// Defaults of Config.
+const (
+	DefaultMaxLiveJobs               = 10_000
+	DefaultMaxLiveJobsPerCaller      = 1_000
+	DefaultMaxRetainedBytes          = 1 << 30
+	DefaultMaxRetainedBytesPerCaller = 256 << 20
+	DefaultMaxWatchersPerJob         = 16
+	DefaultMaxConcurrentStreams      = 1024
+	DefaultKeepaliveTime             = 2 * time.Minute
+	DefaultKeepaliveTimeout          = 20 * time.Second
+	DefaultKeepaliveMinTime          = 10 * time.Second
+)
+
+func (c *Config) setDefaults() {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.MaxInputBytes == 0 {
+		c.MaxInputBytes = 8 << 20
+	}
+	if len(c.Features) == 0 {
+		c.Features = []string{arcp.FeatureHeartbeat, arcp.FeatureAck, arcp.FeatureListJobs, arcp.FeatureSubscribe, arcp.FeatureProgress}
+	}
+	def := func(p *int64, v int64) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	def(&c.MaxLiveJobs, DefaultMaxLiveJobs)
+	def(&c.MaxLiveJobsPerCaller, DefaultMaxLiveJobsPerCaller)
+	def(&c.MaxRetainedBytes, DefaultMaxRetainedBytes)
+	def(&c.MaxRetainedBytesPerCaller, DefaultMaxRetainedBytesPerCaller)
+	if c.MaxWatchersPerJob == 0 {
+		c.MaxWatchersPerJob = DefaultMaxWatchersPerJob
+	}
+	if c.MaxConcurrentStreams == 0 {
+		c.MaxConcurrentStreams = DefaultMaxConcurrentStreams
+	}
+	dur := func(p *time.Duration, v time.Duration) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	dur(&c.KeepaliveTime, DefaultKeepaliveTime)
+	dur(&c.KeepaliveTimeout, DefaultKeepaliveTimeout)
+	dur(&c.KeepaliveMinTime, DefaultKeepaliveMinTime)
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if len(c.Runtimes) == 0 {
+		errs = append(errs, errors.New("at least one runtime is required"))
+	}
+	if c.Registry == nil {
+		errs = append(errs, errors.New("Registry is required"))
+	}
+	if c.MaxWatchersPerJob < 0 || c.MaxInputBytes < 0 {
+		errs = append(errs, errors.New("caps must not be negative"))
+	}
+	if c.KeepaliveTime < 0 || c.KeepaliveTimeout < 0 || c.KeepaliveMinTime < 0 {
+		errs = append(errs, errors.New("keepalive durations must not be negative"))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("gateway: invalid config: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// ErrHardStop is returned by Shutdown (wrapped, with the number of calls it
+// cut) when its context ended before every call had finished, so that the
+// remaining calls were cut off.
+var ErrHardStop = errors.New("gateway: shutdown deadline passed: stopped hard")
+
 // Gateway is the assembled service: the gRPC server, the session table, and
 // the admin HTTP handler.
 type Gateway struct {
@@ -86,30 +187,27 @@ type Gateway struct {
 	svc      *service
 	ids      identities
 	admin    http.Handler
-	counters *upstream.Counters
+	counters map[string]*upstream.Counters // per runtime; immutable
+	retained *budget.Budget
 	log      *slog.Logger
 	draining atomic.Bool
+
+	// endStreams is closed when Shutdown begins: infrastructure streams
+	// that no timeout profile bounds (health Watch, reflection) end then.
+	endStreams     chan struct{}
+	endStreamsOnce sync.Once
+	infra          sync.WaitGroup // infrastructure stream handlers (see endAtShutdown)
 }
 
 // New validates cfg and assembles a Gateway. Nothing listens until Serve.
 func New(cfg Config) (*Gateway, error) {
-	if len(cfg.Runtimes) == 0 {
-		return nil, errors.New("gateway: at least one runtime is required")
-	}
-	if cfg.Registry == nil {
-		return nil, errors.New("gateway: Registry is required")
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.MaxInputBytes == 0 {
-		cfg.MaxInputBytes = 8 << 20
-	}
-	if len(cfg.Features) == 0 {
-		cfg.Features = []string{arcp.FeatureHeartbeat, arcp.FeatureAck, arcp.FeatureListJobs, arcp.FeatureSubscribe, arcp.FeatureProgress}
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	runtimes := make(map[string]Runtime, len(cfg.Runtimes))
 	names := make([]string, 0, len(cfg.Runtimes))
+	counters := make(map[string]*upstream.Counters, len(cfg.Runtimes))
 	for _, rt := range cfg.Runtimes {
 		if rt.Name == "" || rt.URL == "" {
 			return nil, fmt.Errorf("gateway: runtime %q: name and URL are required", rt.Name)
@@ -117,8 +215,12 @@ func New(cfg Config) (*Gateway, error) {
 		if _, dup := runtimes[rt.Name]; dup {
 			return nil, fmt.Errorf("gateway: runtime %q configured twice", rt.Name)
 		}
+		if rt.Counters == nil {
+			rt.Counters = &upstream.Counters{}
+		}
 		runtimes[rt.Name] = rt
 		names = append(names, rt.Name)
+		counters[rt.Name] = rt.Counters
 	}
 	table, err := session.New[*upstream.Conn](session.Config{
 		InstanceID: cfg.InstanceID, MaxSessions: cfg.MaxSessions, MaxPerCaller: cfg.MaxSessionsPerCaller,
@@ -127,25 +229,33 @@ func New(cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{
-		table:    table,
-		ids:      newIdentities(cfg.ClientTokens),
-		counters: cfg.Upstream.Counters,
-		log:      cfg.Logger,
+	liveJobs, err := budget.New("live_jobs", cfg.MaxLiveJobs, cfg.MaxLiveJobsPerCaller)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	if g.counters == nil {
-		g.counters = &upstream.Counters{}
+	retained, err := budget.New("retained_bytes", cfg.MaxRetainedBytes, cfg.MaxRetainedBytesPerCaller)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	g := &Gateway{
+		table:      table,
+		ids:        newIdentities(cfg.ClientTokens),
+		counters:   counters,
+		retained:   retained,
+		log:        cfg.Logger,
+		endStreams: make(chan struct{}),
 	}
 	tmpl := cfg.Upstream
-	tmpl.Counters = g.counters
 	tmpl.Logger = cfg.Logger
 	features := cfg.Features
 	g.svc = &service{
 		table: table, runtimes: runtimes, runtimeNames: names, defaultRuntime: cfg.Runtimes[0].Name,
-		maxInputBytes: cfg.MaxInputBytes, cancelTimeout: 2 * time.Second, log: cfg.Logger,
-		dial: func(ctx context.Context, rt Runtime, req *sessiongatev1.OpenSessionRequest) (*upstream.Conn, error) {
+		maxInputBytes: cfg.MaxInputBytes, maxWatchersPerJob: cfg.MaxWatchersPerJob, liveJobs: liveJobs,
+		cancelTimeout: 2 * time.Second, log: cfg.Logger, watchers: make(map[watchKey]int),
+		dial: func(ctx context.Context, rt Runtime, caller string, req *sessiongatev1.OpenSessionRequest) (*upstream.Conn, error) {
 			uc := tmpl
 			uc.URL = rt.URL
+			uc.Counters = rt.Counters
 			uc.Token = cfg.UpstreamToken
 			if req.GetUpstreamToken() != "" {
 				uc.Token = req.GetUpstreamToken()
@@ -158,6 +268,7 @@ func New(cfg Config) (*Gateway, error) {
 			if len(req.GetFeatures()) > 0 {
 				uc.Features = req.GetFeatures()
 			}
+			attachRetained(&uc, retained.Account(caller))
 			return upstream.Dial(ctx, uc)
 		},
 	}
@@ -166,7 +277,7 @@ func New(cfg Config) (*Gateway, error) {
 	if err := cfg.Registry.Register(srvMetrics); err != nil {
 		return nil, fmt.Errorf("gateway: register gRPC metrics: %w", err)
 	}
-	if err := registerGatewayMetrics(cfg.Registry, table, g.counters); err != nil {
+	if err := registerGatewayMetrics(cfg.Registry, table, names, counters, liveJobs, retained); err != nil {
 		return nil, err
 	}
 	logger := logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
@@ -174,16 +285,7 @@ func New(cfg Config) (*Gateway, error) {
 	})
 	logOpts := []logging.Option{
 		logging.WithLogOnEvents(logging.FinishCall),
-		logging.WithLevels(func(c codes.Code) logging.Level {
-			switch c {
-			case codes.OK, codes.NotFound, codes.Canceled, codes.AlreadyExists:
-				return logging.LevelDebug
-			case codes.Internal, codes.Unknown, codes.DataLoss:
-				return logging.LevelError
-			default:
-				return logging.LevelWarn
-			}
-		}),
+		logging.WithLevels(logLevel),
 	}
 	recoveryOpt := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
 		cfg.Logger.ErrorContext(ctx, "panic in handler", "panic", p, "stack", string(debug.Stack()))
@@ -193,39 +295,67 @@ func New(cfg Config) (*Gateway, error) {
 		srvMetrics.UnaryServerInterceptor(),
 		selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(logger, logOpts...), selector.MatchFunc(logged)),
 		recovery.UnaryServerInterceptor(recoveryOpt),
-		auth.UnaryServerInterceptor(g.ids.authFunc),
+		selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(g.ids.authFunc), selector.MatchFunc(authenticated)),
 	}
 	stream := []grpc.StreamServerInterceptor{
 		srvMetrics.StreamServerInterceptor(),
-		logging.StreamServerInterceptor(logger, logOpts...),
+		selector.StreamServerInterceptor(logging.StreamServerInterceptor(logger, logOpts...), selector.MatchFunc(logged)),
 		recovery.StreamServerInterceptor(recoveryOpt),
-		auth.StreamServerInterceptor(g.ids.authFunc),
+		selector.StreamServerInterceptor(auth.StreamServerInterceptor(g.ids.authFunc), selector.MatchFunc(authenticated)),
 	}
 	enforcer, err := NewEnforcer(cfg.TimeoutProfiles, cfg.Registry, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
 	unary = append(unary, selector.UnaryServerInterceptor(enforcer.UnaryServerInterceptor(), selector.MatchFunc(profiled)))
-	stream = append(stream, selector.StreamServerInterceptor(enforcer.StreamServerInterceptor(), selector.MatchFunc(profiled)))
+	stream = append(stream,
+		selector.StreamServerInterceptor(enforcer.StreamServerInterceptor(), selector.MatchFunc(profiled)),
+		selector.StreamServerInterceptor(g.endAtShutdown, selector.MatchFunc(unprofiled)))
 
 	g.grpc = grpc.NewServer(
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
 		grpc.MaxRecvMsgSize(cfg.MaxInputBytes+(1<<20)),
 		grpc.MaxSendMsgSize(32<<20),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * time.Minute, Timeout: 20 * time.Second}),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.MaxConcurrentStreams(cfg.MaxConcurrentStreams),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.KeepaliveMinTime, PermitWithoutStream: true}),
 	)
 	sessiongatev1.RegisterSessionGatewayServer(g.grpc, g.svc)
 	timeoutprofilev1.RegisterTimeoutProfileServiceServer(g.grpc, timeoutprofile.NewService(enforcer))
 	g.health = health.NewServer()
 	healthpb.RegisterHealthServer(g.grpc, g.health)
-	g.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	g.health.SetServingStatus(sessiongatev1.SessionGateway_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	for _, svc := range servedHealth {
+		g.health.SetServingStatus(svc, healthpb.HealthCheckResponse_SERVING)
+	}
 	reflection.Register(g.grpc)
 	srvMetrics.InitializeMetrics(g.grpc)
 	g.admin = g.adminHandler(cfg.Registry)
 	return g, nil
+}
+
+// servedHealth are the services health reports: the server as a whole ("")
+// and each application service.
+var servedHealth = []string{
+	"",
+	sessiongatev1.SessionGateway_ServiceDesc.ServiceName,
+	timeoutprofilev1.TimeoutProfileService_ServiceDesc.ServiceName,
+}
+
+// logLevel is the access log level of a call's outcome. Only codes that say
+// the gateway itself failed are errors; ABORTED is a job's own failure (see
+// jobCode), an outcome like any other.
+func logLevel(c codes.Code) logging.Level {
+	switch c {
+	case codes.OK, codes.NotFound, codes.Canceled, codes.AlreadyExists:
+		return logging.LevelDebug
+	case codes.Aborted:
+		return logging.LevelInfo
+	case codes.Internal, codes.Unknown, codes.DataLoss:
+		return logging.LevelError
+	default:
+		return logging.LevelWarn
+	}
 }
 
 // NewEnforcer builds the timeout profile enforcer the gateway installs: the
@@ -277,6 +407,55 @@ func profiled(_ context.Context, c interceptors.CallMeta) bool {
 	return true
 }
 
+func unprofiled(ctx context.Context, c interceptors.CallMeta) bool { return !profiled(ctx, c) }
+
+// authenticated says which calls need a bearer token when tokens are
+// configured: all but grpc.health.v1.Health, which Kubernetes and balancer
+// probes call without credentials. Health reveals only serving status.
+func authenticated(_ context.Context, c interceptors.CallMeta) bool {
+	return c.Service != healthpb.Health_ServiceDesc.ServiceName
+}
+
+// errShuttingDown ends infrastructure streams when Shutdown begins.
+var errShuttingDown = status.Error(codes.Unavailable, "gateway is shutting down: reconnect to another instance")
+
+// endAtShutdown bounds the streams no timeout profile bounds (health Watch,
+// server reflection) by the gateway's life: when Shutdown begins they end
+// with UNAVAILABLE, so that GracefulStop does not wait for them until its
+// deadline. Their handlers block in places a context cannot reach
+// (reflection in Recv), so the handler runs on its own goroutine and this
+// interceptor returns at shutdown; grpc-go then finishes the stream, which
+// unblocks the handler, and Shutdown waits for it (g.infra).
+func (g *Gateway) endAtShutdown(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	select {
+	case <-g.endStreams:
+		return errShuttingDown
+	default:
+	}
+	ctx, cancel := context.WithCancel(ss.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	g.infra.Add(1)
+	go func() {
+		defer g.infra.Done()
+		done <- handler(srv, &ctxStream{ServerStream: ss, ctx: ctx})
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-g.endStreams:
+		return errShuttingDown
+	}
+}
+
+// ctxStream is a ServerStream with another context.
+type ctxStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *ctxStream) Context() context.Context { return s.ctx }
+
 // Serve serves gRPC on lis until Shutdown; it returns nil after a shutdown.
 func (g *Gateway) Serve(lis net.Listener) error {
 	err := g.grpc.Serve(lis)
@@ -292,25 +471,40 @@ func (g *Gateway) AdminHandler() http.Handler { return g.admin }
 // InstanceID returns the instance id in this gateway's session ids.
 func (g *Gateway) InstanceID() string { return g.table.InstanceID() }
 
-// Counters returns the upstream counters all sessions add to.
-func (g *Gateway) Counters() *upstream.Counters { return g.counters }
+// Counters returns the upstream counters of the named runtime (nil if no
+// such runtime is configured).
+func (g *Gateway) Counters(runtime string) *upstream.Counters { return g.counters[runtime] }
 
-// Shutdown drains in a fixed order: health NOT_SERVING, refuse new sessions
-// and close every upstream session gracefully, then stop gRPC gracefully;
-// when ctx ends first, stop hard. In-flight calls on a closed session end
-// with Unavailable.
+// RetainedBytes returns the retained-bytes budget upstream connections
+// reserve from.
+func (g *Gateway) RetainedBytes() *budget.Budget { return g.retained }
+
+// Shutdown drains in a fixed order: health NOT_SERVING and infrastructure
+// streams (health Watch, reflection) ended, new sessions refused and every
+// upstream session closed gracefully, then gRPC stopped gracefully. When ctx
+// ends first it stops hard and returns an error wrapping ErrHardStop. In-flight
+// calls on a closed session end with UNAVAILABLE. Shutdown returns once every
+// goroutine the gateway started has ended.
 func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.draining.Store(true)
 	g.health.Shutdown() // every service NOT_SERVING, Watch streams told
+	g.endStreamsOnce.Do(func() { close(g.endStreams) })
 	drainErr := g.table.Drain(ctx)
 	stopped := make(chan struct{})
 	go func() { g.grpc.GracefulStop(); close(stopped) }()
+	var hard error
 	select {
 	case <-stopped:
 	case <-ctx.Done():
 		g.grpc.Stop()
 		<-stopped
+		hard = fmt.Errorf("%w after %v: %w", ErrHardStop, context.Cause(ctx), ctx.Err())
 	}
 	g.table.Wait()
-	return drainErr
+	g.infra.Wait()
+	g.svc.bg.Wait()
+	if drainErr != nil {
+		drainErr = fmt.Errorf("gateway: closing upstream sessions: %w", drainErr)
+	}
+	return errors.Join(hard, drainErr)
 }

@@ -1,31 +1,68 @@
 package server
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"math"
 	"slices"
 	"strconv"
 	"unicode/utf8"
 
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
 var errNotJSON = errors.New("NaN and infinite numbers have no JSON form")
 
+// valueError says which part of a Value cannot be encoded. path is relative
+// to the Value appendJSON was called with, in protobuf field notation
+// (`.struct_value.fields["a"].list_value.values[2]`); it is built only on
+// the error path, as the error returns through the recursion.
+type valueError struct {
+	path   string
+	noKind bool // the Value has no kind set (nil, or a plain object sent by Node's proto-loader)
+	err    error
+}
+
+func (e *valueError) Error() string {
+	if e.noKind {
+		return e.path + ": google.protobuf.Value has no kind set"
+	}
+	return e.path + ": " + e.err.Error()
+}
+
+// at prefixes err's path with seg.
+func at(seg string, err error) error {
+	var ve *valueError
+	if errors.As(err, &ve) {
+		ve.path = seg + ve.path
+		return ve
+	}
+	return &valueError{path: seg, err: err}
+}
+
 // appendJSON appends the JSON text of v: what protojson produces for a Value,
 // without its per-call reflection, which dominated RunJob's own CPU time.
-// Object keys are sorted, so equal values encode equally. A nil Value, or one
-// with no kind set, is null.
+// Object keys are sorted, so equal values encode equally. A Value with no
+// kind set (or a nil one inside a list or struct) is an error: it is what a
+// caller sends when it built the message wrongly (Node's proto-loader turns
+// a plain JS object into one), and taking it as null would run the job on
+// input the caller never meant.
 func appendJSON(b []byte, v *structpb.Value) ([]byte, error) {
 	switch k := v.GetKind().(type) {
-	case nil, *structpb.Value_NullValue:
+	case nil:
+		return nil, &valueError{noKind: true}
+	case *structpb.Value_NullValue:
 		return append(b, "null"...), nil
 	case *structpb.Value_BoolValue:
 		return strconv.AppendBool(b, k.BoolValue), nil
 	case *structpb.Value_NumberValue:
 		f := k.NumberValue
 		if math.IsNaN(f) || math.IsInf(f, 0) {
-			return nil, errNotJSON
+			return nil, &valueError{err: errNotJSON}
 		}
 		return appendNumber(b, f), nil
 	case *structpb.Value_StringValue:
@@ -38,7 +75,7 @@ func appendJSON(b []byte, v *structpb.Value) ([]byte, error) {
 			}
 			var err error
 			if b, err = appendJSON(b, e); err != nil {
-				return nil, err
+				return nil, at(".list_value.values["+strconv.Itoa(i)+"]", err)
 			}
 		}
 		return append(b, ']'), nil
@@ -58,7 +95,7 @@ func appendJSON(b []byte, v *structpb.Value) ([]byte, error) {
 			b = append(b, ':')
 			var err error
 			if b, err = appendJSON(b, fields[key]); err != nil {
-				return nil, err
+				return nil, at(".struct_value.fields["+strconv.Quote(key)+"]", err)
 			}
 		}
 		return append(b, '}'), nil
@@ -118,4 +155,80 @@ func appendString(b []byte, s string) []byte {
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"')
+}
+
+// jsonValue converts JSON text from a runtime to a Value. ok is false when
+// the text has no Value form — invalid UTF-8, a number beyond float64, not
+// JSON at all — and the caller then passes the text on raw (the raw_* fields
+// of the API), so that one odd event never ends a stream. Empty input is a
+// nil Value.
+//
+// The strict protojson reader is tried first; what it rejects only for
+// being unusual (duplicate object keys) is read leniently with
+// encoding/json's rules: the last of duplicate keys wins, as in JavaScript,
+// Python and Go.
+func jsonValue(raw []byte) (v *structpb.Value, ok bool) {
+	if len(raw) == 0 {
+		return nil, true
+	}
+	v = &structpb.Value{}
+	if protojson.Unmarshal(raw, v) == nil {
+		return v, true
+	}
+	if !utf8.Valid(raw) {
+		return nil, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var x any
+	if dec.Decode(&x) != nil {
+		return nil, false
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, false // trailing data
+	}
+	v, err := valueOf(x)
+	if err != nil {
+		return nil, false
+	}
+	return v, true
+}
+
+// valueOf converts a value decoded by encoding/json with UseNumber.
+func valueOf(x any) (*structpb.Value, error) {
+	switch x := x.(type) {
+	case nil:
+		return structpb.NewNullValue(), nil
+	case bool:
+		return structpb.NewBoolValue(x), nil
+	case string:
+		return structpb.NewStringValue(x), nil
+	case json.Number:
+		f, err := strconv.ParseFloat(string(x), 64)
+		if err != nil {
+			return nil, fmt.Errorf("number %.32s is beyond float64", x)
+		}
+		return structpb.NewNumberValue(f), nil
+	case []any:
+		l := &structpb.ListValue{Values: make([]*structpb.Value, len(x))}
+		for i, e := range x {
+			v, err := valueOf(e)
+			if err != nil {
+				return nil, err
+			}
+			l.Values[i] = v
+		}
+		return structpb.NewListValue(l), nil
+	case map[string]any:
+		s := &structpb.Struct{Fields: make(map[string]*structpb.Value, len(x))}
+		for k, e := range x {
+			v, err := valueOf(e)
+			if err != nil {
+				return nil, err
+			}
+			s.Fields[k] = v
+		}
+		return structpb.NewStructValue(s), nil
+	}
+	return nil, fmt.Errorf("unexpected %T", x)
 }

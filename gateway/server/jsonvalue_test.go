@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"errors"
 	"math"
 	"testing"
 
@@ -43,8 +44,22 @@ func TestAppendJSON(t *testing.T) {
 		}
 		checkEquivalent(t, v)
 	}
-	if got, _ := appendJSON(nil, &structpb.Value{}); string(got) != "null" { // no kind set
-		t.Fatalf("empty Value encoded as %s", got)
+	// No kind set: an error naming where, never null.
+	for _, tc := range []struct {
+		v    *structpb.Value
+		path string
+	}{
+		{&structpb.Value{}, ""},
+		{structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{"a": {}}}), `.struct_value.fields["a"]`},
+		{structpb.NewListValue(&structpb.ListValue{Values: []*structpb.Value{structpb.NewNullValue(), nil}}), `.list_value.values[1]`},
+		{structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
+			"x": structpb.NewListValue(&structpb.ListValue{Values: []*structpb.Value{{}}})}}), `.struct_value.fields["x"].list_value.values[0]`},
+	} {
+		_, err := appendJSON(nil, tc.v)
+		var ve *valueError
+		if !errors.As(err, &ve) || !ve.noKind || ve.path != tc.path {
+			t.Errorf("appendJSON(%v) = %v, want no-kind error at %q", tc.v, err, tc.path)
+		}
 	}
 	if got, _ := appendJSON(nil, structpb.NewStringValue("bad\xffutf8")); string(got) != "\"bad\ufffdutf8\"" {
 		t.Fatalf("invalid UTF-8 encoded as %q", got)

@@ -2,20 +2,22 @@ package server
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sessiongate/sessiongate/gateway/arcp"
+	"github.com/sessiongate/sessiongate/gateway/budget"
 	"github.com/sessiongate/sessiongate/gateway/session"
 	"github.com/sessiongate/sessiongate/gateway/upstream"
 	sessiongatev1 "github.com/sessiongate/sessiongate/gen/sessiongate/v1"
@@ -30,19 +32,38 @@ const (
 )
 
 // service implements sessiongatev1.SessionGatewayServer. All methods are safe
-// for concurrent use; the state lives in the session table.
+// for concurrent use; the state lives in the session table, the budgets and
+// the watcher counts.
+//
+// Goroutines: WatchJob runs its sends on a goroutine of its own (see
+// sender), and a job submitted with SubmitJob (or abandoned by RunJob)
+// holds its live-job unit on a goroutine that waits for the job's end (see
+// holdUntilEnd). Both are counted in bg, which Gateway.Shutdown waits for
+// once every session is closed (which ends every such wait).
 type service struct {
 	sessiongatev1.UnimplementedSessionGatewayServer
 
 	// Immutable after construction.
-	table          *session.Table[*upstream.Conn]
-	runtimes       map[string]Runtime
-	runtimeNames   []string
-	defaultRuntime string
-	dial           func(ctx context.Context, rt Runtime, req *sessiongatev1.OpenSessionRequest) (*upstream.Conn, error)
-	maxInputBytes  int
-	cancelTimeout  time.Duration
-	log            *slog.Logger
+	table             *session.Table[*upstream.Conn]
+	runtimes          map[string]Runtime
+	runtimeNames      []string
+	defaultRuntime    string
+	dial              func(ctx context.Context, rt Runtime, caller string, req *sessiongatev1.OpenSessionRequest) (*upstream.Conn, error)
+	maxInputBytes     int
+	maxWatchersPerJob int
+	liveJobs          *budget.Budget // gateway-wide and per-caller live jobs
+	cancelTimeout     time.Duration
+	log               *slog.Logger
+
+	bg sync.WaitGroup // senders and live-job holders
+
+	mu       sync.Mutex
+	watchers map[watchKey]int // guarded by mu: WatchJob streams per job
+}
+
+type watchKey struct {
+	sess *session.Session[*upstream.Conn]
+	job  string
 }
 
 var _ sessiongatev1.SessionGatewayServer = (*service)(nil)
@@ -111,7 +132,7 @@ func (s *service) OpenSession(ctx context.Context, req *sessiongatev1.OpenSessio
 	}
 	caller := callerFrom(ctx)
 	sess, err := s.table.Open(ctx, caller, rt.Name, func(ctx context.Context) (*upstream.Conn, error) {
-		return s.dial(ctx, rt, req)
+		return s.dial(ctx, rt, caller, req)
 	})
 	if err != nil {
 		return nil, s.err(err)
@@ -242,7 +263,7 @@ func (s *service) submitPayload(req jobRequest) (arcp.Submit, error) {
 		}
 		raw, err := appendJSON(make([]byte, 0, 64), in)
 		if err != nil {
-			return arcp.Submit{}, invalid("input is not a JSON value: %v", err)
+			return arcp.Submit{}, inputError(err)
 		}
 		if len(raw) > s.maxInputBytes {
 			return arcp.Submit{}, gatewayStatus(codes.ResourceExhausted, "CAP_EXCEEDED",
@@ -262,8 +283,30 @@ func (s *service) acquire(ctx context.Context, id string) (*session.Session[*ups
 	return sess, release, nil
 }
 
-// submit validates a job request, acquires its session and submits the job.
-// On success the caller must call release when its call ends.
+// inputError explains why a job's input could not be encoded, in terms a
+// caller can act on.
+func inputError(err error) error {
+	var ve *valueError
+	if !errors.As(err, &ve) {
+		return invalid("input is not a JSON value: %v", err)
+	}
+	field := "input" + ve.path
+	if ve.noKind {
+		return gatewayStatus(codes.InvalidArgument, "VALUE_KIND_NOT_SET", field+": google.protobuf.Value has no kind set. "+
+			"Every Value needs exactly one of null_value, number_value, string_value, bool_value, struct_value, list_value. "+
+			"In Node with @grpc/proto-loader a plain object is not converted: build {structValue: {fields: {hello: {stringValue: \"world\"}}}}; "+
+			"in Python use google.protobuf.json_format.ParseDict(obj, struct_pb2.Value()); "+
+			"or use the sessiongate clients (@sessiongate/client, Python sessiongate), which take plain values",
+			map[string]string{"field": field})
+	}
+	return gatewayStatus(codes.InvalidArgument, "INVALID_ARGUMENT", field+": "+ve.err.Error()+": JSON has no NaN or infinite numbers",
+		map[string]string{"field": field})
+}
+
+// submit validates a job request, acquires its session, takes a unit of the
+// caller's live-job budget and submits the job. On success the caller must
+// call release when its call ends, and owns the live-job unit: it gives it
+// back with s.liveJobs.Release or hands it to holdUntilEnd.
 func (s *service) submit(ctx context.Context, req jobRequest) (*session.Session[*upstream.Conn], func(), arcp.Accepted, error) {
 	sub, err := s.submitPayload(req)
 	if err != nil {
@@ -273,20 +316,42 @@ func (s *service) submit(ctx context.Context, req jobRequest) (*session.Session[
 	if err != nil {
 		return nil, nil, arcp.Accepted{}, err
 	}
+	if err := s.liveJobs.Reserve(sess.Caller, 1); err != nil {
+		release()
+		return nil, nil, arcp.Accepted{}, s.err(err)
+	}
 	acc, err := sess.Conn.Submit(ctx, sub)
 	if err != nil {
+		// OUTCOME_UNKNOWN included: a job that may exist but that this
+		// connection does not know cannot be waited for; its unit goes back.
+		s.liveJobs.Release(sess.Caller, 1)
 		release()
 		return nil, nil, arcp.Accepted{}, s.err(err)
 	}
 	return sess, release, acc, nil
 }
 
+// holdUntilEnd keeps the live-job unit of a job until the job has ended on
+// the runtime (its terminal arrived, the connection forgot it, or the
+// session ended), then gives it back.
+func (s *service) holdUntilEnd(sess *session.Session[*upstream.Conn], jobID string) {
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		defer s.liveJobs.Release(sess.Caller, 1)
+		// Wait ends with the terminal, ErrUnknownJob or the session's end:
+		// Close, loss and Drain all end the session.
+		_, _ = sess.Conn.Wait(context.Background(), jobID)
+	}()
+}
+
 func (s *service) SubmitJob(ctx context.Context, req *sessiongatev1.SubmitJobRequest) (*sessiongatev1.SubmitJobResponse, error) {
-	_, release, acc, err := s.submit(ctx, req)
+	sess, release, acc, err := s.submit(ctx, req)
 	if err != nil {
 		return nil, err
 	}
 	release()
+	s.holdUntilEnd(sess, acc.JobID)
 	return &sessiongatev1.SubmitJobResponse{JobId: acc.JobID, AcceptedAt: parseTime(acc.AcceptedAt)}, nil
 }
 
@@ -297,7 +362,10 @@ func (s *service) RunJob(ctx context.Context, req *sessiongatev1.RunJobRequest) 
 	}
 	defer release()
 	term, err := sess.Conn.Wait(ctx, acc.JobID)
-	if err != nil {
+	if err == nil {
+		s.liveJobs.Release(sess.Caller, 1)
+	} else {
+		s.holdUntilEnd(sess, acc.JobID)
 		if ctx.Err() != nil {
 			// The caller gave up or its budget ran out: the job must not
 			// run on for nobody. Cancel it upstream before answering,
@@ -316,13 +384,18 @@ func (s *service) RunJob(ctx context.Context, req *sessiongatev1.RunJobRequest) 
 	resp := &sessiongatev1.RunJobResponse{JobId: acc.JobID}
 	if term.Result != nil {
 		resp.Summary = term.Result.Summary
-		v, err := jsonValue(term.Result.Result)
-		if err != nil {
-			return nil, gatewayStatus(codes.Internal, "BAD_RESULT", "the runtime sent a result that is not valid JSON", nil)
-		}
-		resp.Result = v
+		resp.Result, resp.RawResult = valueOrRaw(term.Result.Result)
 	}
 	return resp, nil
+}
+
+// valueOrRaw converts a runtime's JSON to a Value, or, when it has no Value
+// form, returns it raw for the API's raw_* field.
+func valueOrRaw(raw []byte) (*structpb.Value, []byte) {
+	if v, ok := jsonValue(raw); ok {
+		return v, nil
+	}
+	return nil, slices.Clone(raw)
 }
 
 func (s *service) CancelJob(ctx context.Context, req *sessiongatev1.CancelJobRequest) (*sessiongatev1.CancelJobResponse, error) {
@@ -359,11 +432,18 @@ func (s *service) WatchJob(req *sessiongatev1.WatchJobRequest, stream sessiongat
 		return err
 	}
 	defer release()
+	key := watchKey{sess, req.GetJobId()}
+	if err := s.addWatcher(key); err != nil {
+		return err
+	}
+	defer s.dropWatcher(key)
 	w, err := sess.Conn.Watch(req.GetJobId(), req.GetFromEventSeq())
 	if err != nil {
 		return s.err(err)
 	}
 	defer w.Close()
+	snd := s.startSender(stream)
+	defer snd.close()
 	for {
 		item, err := w.Next(ctx)
 		if err != nil {
@@ -372,11 +452,7 @@ func (s *service) WatchJob(req *sessiongatev1.WatchJobRequest, stream sessiongat
 			}
 			return s.err(err)
 		}
-		msg, err := watchItem(item)
-		if err != nil {
-			return err
-		}
-		if err := stream.Send(msg); err != nil {
+		if err := snd.send(ctx, watchItem(item)); err != nil {
 			return err
 		}
 		if item.Result != nil || item.Error != nil {
@@ -385,43 +461,95 @@ func (s *service) WatchJob(req *sessiongatev1.WatchJobRequest, stream sessiongat
 	}
 }
 
-func watchItem(item upstream.Item) (*sessiongatev1.WatchJobResponse, error) {
+// addWatcher counts a WatchJob stream of a job under the cap.
+func (s *service) addWatcher(k watchKey) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n := s.watchers[k]; s.maxWatchersPerJob > 0 && n >= s.maxWatchersPerJob {
+		return gatewayStatus(codes.ResourceExhausted, "CAP_EXCEEDED",
+			fmt.Sprintf("cap watchers_per_job=%d reached: job %s already has %d WatchJob streams; close one, or watch from one stream and fan out", s.maxWatchersPerJob, clip(k.job), n),
+			map[string]string{"cap": "watchers_per_job", "limit": strconv.Itoa(s.maxWatchersPerJob), "in_use": strconv.Itoa(n)})
+	}
+	s.watchers[k]++
+	return nil
+}
+
+func (s *service) dropWatcher(k watchKey) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.watchers[k]--; s.watchers[k] <= 0 {
+		delete(s.watchers, k)
+	}
+}
+
+// sender runs one stream's Sends on a goroutine of its own, so that the
+// handler can return when its context ends (a timeout profile's gap or total
+// limit, the caller's cancellation) even while a Send is blocked in gRPC
+// flow control by a client that stopped reading: cancelling the context
+// does not unblock such a Send, but the handler's return does, because
+// grpc-go then finishes the stream, which wakes every blocked write. The
+// goroutine exits after that Send; service.bg owns it.
+type sender struct {
+	in  chan *sessiongatev1.WatchJobResponse // unbuffered: the goroutine is idle whenever send is called
+	out chan error                           // one result per message; buffered so the goroutine never waits for a handler that has left
+	err func(error) error                    // the service's status mapping
+}
+
+func (s *service) startSender(stream sessiongatev1.SessionGateway_WatchJobServer) *sender {
+	snd := &sender{in: make(chan *sessiongatev1.WatchJobResponse), out: make(chan error, 1), err: s.err}
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		for msg := range snd.in {
+			snd.out <- stream.Send(msg)
+		}
+	}()
+	return snd
+}
+
+// send sends msg and waits for the Send to finish or for ctx to end.
+func (snd *sender) send(ctx context.Context, msg *sessiongatev1.WatchJobResponse) error {
+	select {
+	case snd.in <- msg:
+	case <-ctx.Done():
+		return snd.err(context.Cause(ctx))
+	}
+	select {
+	case err := <-snd.out:
+		return err
+	case <-ctx.Done():
+		// The Send may still be blocked; returning ends the stream, which
+		// unblocks it.
+		return snd.err(context.Cause(ctx))
+	}
+}
+
+// close lets the goroutine exit once its current Send (if any) returns.
+func (snd *sender) close() { close(snd.in) }
+
+// watchItem converts an item of a job's log. It never fails: JSON without a
+// google.protobuf.Value form travels in the raw_* fields, so one odd event
+// never ends the stream of every watcher.
+func watchItem(item upstream.Item) *sessiongatev1.WatchJobResponse {
 	msg := &sessiongatev1.WatchJobResponse{EventSeq: item.Seq}
 	switch {
 	case item.Event != nil:
-		body, err := jsonValue(item.Event.Body)
-		if err != nil {
-			return nil, gatewayStatus(codes.Internal, "BAD_EVENT", "the runtime sent an event body that is not valid JSON", nil)
-		}
-		msg.Item = &sessiongatev1.WatchJobResponse_Event{Event: &sessiongatev1.JobEvent{
-			Kind: item.Event.Kind, Ts: parseTime(item.Event.TS), Body: body,
-		}}
+		ev := &sessiongatev1.JobEvent{Kind: item.Event.Kind, Ts: parseTime(item.Event.TS)}
+		ev.Body, ev.RawBody = valueOrRaw(item.Event.Body)
+		msg.Item = &sessiongatev1.WatchJobResponse_Event{Event: ev}
 	case item.Result != nil:
-		v, err := jsonValue(item.Result.Result)
-		if err != nil {
-			return nil, gatewayStatus(codes.Internal, "BAD_RESULT", "the runtime sent a result that is not valid JSON", nil)
-		}
-		msg.Item = &sessiongatev1.WatchJobResponse_Result{Result: &sessiongatev1.JobResult{Result: v, Summary: item.Result.Summary}}
+		res := &sessiongatev1.JobResult{Summary: item.Result.Summary}
+		res.Result, res.RawResult = valueOrRaw(item.Result.Result)
+		msg.Item = &sessiongatev1.WatchJobResponse_Result{Result: res}
 	case item.Error != nil:
-		details, _ := jsonValue(item.Error.Details)
-		msg.Item = &sessiongatev1.WatchJobResponse_Error{Error: &sessiongatev1.JobError{
+		je := &sessiongatev1.JobError{
 			FinalStatus: item.Error.FinalStatus, Code: arcp.NormalizeCode(item.Error.Code),
-			Message: item.Error.Message, Retryable: item.Error.Retryable, Details: details,
-		}}
+			Message: item.Error.Message, Retryable: item.Error.Retryable,
+		}
+		je.Details, je.RawDetails = valueOrRaw(item.Error.Details)
+		msg.Item = &sessiongatev1.WatchJobResponse_Error{Error: je}
 	}
-	return msg, nil
-}
-
-// jsonValue converts raw JSON to a protobuf Value; empty input is nil.
-func jsonValue(raw json.RawMessage) (*structpb.Value, error) {
-	if len(raw) == 0 {
-		return nil, nil
-	}
-	v := &structpb.Value{}
-	if err := protojson.Unmarshal(raw, v); err != nil {
-		return nil, err
-	}
-	return v, nil
+	return msg
 }
 
 func parseTime(s string) *timestamppb.Timestamp {

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sessiongate/sessiongate/gateway/arcp"
+	"github.com/sessiongate/sessiongate/gateway/budget"
 	"github.com/sessiongate/sessiongate/gateway/session"
 	"github.com/sessiongate/sessiongate/gateway/upstream"
 )
@@ -47,15 +48,59 @@ func arcpCode(code string) codes.Code {
 	}
 }
 
+// jobCode maps the ARCP code of a job's own end — job.error from the agent,
+// delivered after the runtime accepted the job — to a gRPC code. The call
+// itself worked: the gateway and the runtime did their part, and the agent's
+// work failed. So no code here may read as a fault of the gateway or of the
+// transport, which meshes and clients count against the server (HTTP 5xx
+// equivalents INTERNAL, UNKNOWN, DATA_LOSS, UNAVAILABLE, DEADLINE_EXCEEDED),
+// and none may invite the automatic retries that
+// timeoutprofile.RetryServiceConfig and meshes apply to DEADLINE_EXCEEDED and
+// UNAVAILABLE:
+//
+//	job.error code                  gRPC code           why
+//	INTERNAL_ERROR, unknown codes   ABORTED             the agent failed; google.rpc: "retry at a higher
+//	                                                    level" — the runtime's retryable flag (always true
+//	                                                    for INTERNAL_ERROR in ARCP §12) is in ErrorInfo
+//	TIMEOUT                         ABORTED             the job ran past its own max_runtime_sec; the call's
+//	                                                    deadline did not pass, and rerunning it as is would
+//	                                                    end the same way
+//	CANCELLED                       CANCELLED           someone cancelled the job
+//	HEARTBEAT_LOST,                 UNAVAILABLE         the job was lost with its session: a transport fault
+//	RESUME_WINDOW_EXPIRED
+//	any other code                  as arcpCode         a 4xx-class code: PERMISSION_DENIED, NOT_FOUND,
+//	                                                    INVALID_ARGUMENT, RESOURCE_EXHAUSTED, …
+//
+// FAILED_PRECONDITION was considered for INTERNAL_ERROR and rejected: it
+// tells a caller not to retry until the system is fixed, and ARCP says
+// INTERNAL_ERROR is always retryable. Calls that end this way are logged at
+// INFO (ABORTED) or WARN, never ERROR.
+func jobCode(code string) codes.Code {
+	switch code = arcp.NormalizeCode(code); code {
+	case arcp.CodeTimeout:
+		return codes.Aborted
+	case arcp.CodeCancelled, arcp.CodeResumeWindowExpired, arcp.CodeHeartbeatLost:
+		return arcpCode(code)
+	}
+	if c := arcpCode(code); c != codes.Internal {
+		return c
+	}
+	return codes.Aborted
+}
+
 // arcpStatus builds a status for an ARCP error code with the ErrorInfo every
 // caller can read: reason = the ARCP code, domain "arcp", metadata retryable.
 func arcpStatus(code, msg string, retryable bool, extra map[string]string) error {
+	return arcpStatusCode(arcpCode(code), code, msg, retryable, extra)
+}
+
+func arcpStatusCode(c codes.Code, code, msg string, retryable bool, extra map[string]string) error {
 	code = arcp.NormalizeCode(code)
 	md := map[string]string{"retryable": strconv.FormatBool(retryable)}
 	for k, v := range extra {
 		md[k] = v
 	}
-	st := status.New(arcpCode(code), msg)
+	st := status.New(c, msg)
 	if withInfo, err := st.WithDetails(&errdetails.ErrorInfo{Reason: code, Domain: "arcp", Metadata: md}); err == nil {
 		st = withInfo
 	}
@@ -72,11 +117,40 @@ func gatewayStatus(c codes.Code, reason, msg string, md map[string]string) error
 	return st.Err()
 }
 
-// jobErrorStatus maps a job's terminal error.
+// jobErrorStatus maps a job's terminal error (see jobCode).
 func jobErrorStatus(jobID string, e *arcp.JobError) error {
-	return arcpStatus(e.Code, fmt.Sprintf("job %s ended %s: %s: %s", jobID, e.FinalStatus, arcp.NormalizeCode(e.Code), e.Message),
+	return arcpStatusCode(jobCode(e.Code), e.Code, fmt.Sprintf("job %s ended %s: %s: %s", jobID, e.FinalStatus, arcp.NormalizeCode(e.Code), e.Message),
 		e.Retryable, map[string]string{"job_id": jobID, "final_status": e.FinalStatus})
 }
+
+// budgetHints say what a caller can do about each budget.
+var budgetHints = map[string]string{
+	"sessions":                  "the gateway is full: retry later or on another instance",
+	"sessions_per_caller":       "close a session you no longer use (CloseSession), or let idle ones expire",
+	"live_jobs":                 "the gateway runs as many jobs as it may: retry later",
+	"live_jobs_per_caller":      "wait for a running job to end, or cancel one (CancelJob), then retry",
+	"retained_bytes":            "the gateway holds as many results and events as it may: retry later",
+	"retained_bytes_per_caller": "read the results of your finished jobs (RunJob, WatchJob) or close sessions you no longer use, then retry",
+}
+
+// exceededStatus maps a refused reservation: RESOURCE_EXHAUSTED with
+// ErrorInfo{reason: CAP_EXCEEDED, metadata: {cap, limit, in_use, scope}}.
+func exceededStatus(e *budget.ExceededError) error {
+	hint := budgetHints[e.Budget]
+	if hint == "" {
+		hint = "retry later"
+	}
+	return gatewayStatus(codes.ResourceExhausted, "CAP_EXCEEDED",
+		fmt.Sprintf("cap %s=%d reached (%d in use, %d requested): %s", e.Budget, e.Limit, e.InUse, e.Requested, hint),
+		map[string]string{
+			"cap": e.Budget, "limit": strconv.FormatInt(e.Limit, 10), "in_use": strconv.FormatInt(e.InUse, 10),
+			"scope": string(e.Scope),
+		})
+}
+
+// upstreamCapNames renames the upstream's per-session caps where the bare
+// name would be mistaken for a gateway-wide budget.
+var upstreamCapNames = map[string]string{"live_jobs": "live_jobs_per_session"}
 
 // toStatus is the one place where errors of the inner packages become gRPC
 // statuses. Errors that already carry a status pass through. Anything not
@@ -93,7 +167,7 @@ func toStatus(log *slog.Logger, err error) error {
 		jobErr   *arcp.JobError
 		lost     *upstream.LostError
 		upCap    *upstream.CapError
-		sessCap  *session.CapError
+		exceeded *budget.ExceededError
 		sessLost *session.LostError
 	)
 	switch {
@@ -112,18 +186,20 @@ func toStatus(log *slog.Logger, err error) error {
 		return gatewayStatus(codes.NotFound, "SESSION_NOT_FOUND", "session not found: open one with OpenSession", nil)
 	case errors.Is(err, session.ErrDraining):
 		return gatewayStatus(codes.Unavailable, "DRAINING", "gateway is shutting down: open the session on another instance", nil)
-	case errors.As(err, &sessCap):
-		return gatewayStatus(codes.ResourceExhausted, "CAP_EXCEEDED",
-			fmt.Sprintf("cap %s=%d reached: close a session first", sessCap.Cap, sessCap.Limit),
-			map[string]string{"cap": sessCap.Cap, "limit": strconv.Itoa(sessCap.Limit)})
+	case errors.As(err, &exceeded):
+		return exceededStatus(exceeded)
 	case errors.As(err, &upCap):
+		name := upCap.Cap
+		if n, ok := upstreamCapNames[name]; ok {
+			name = n
+		}
 		return gatewayStatus(codes.ResourceExhausted, "CAP_EXCEEDED",
-			fmt.Sprintf("cap %s=%d reached on this session", upCap.Cap, upCap.Limit),
-			map[string]string{"cap": upCap.Cap, "limit": strconv.FormatInt(upCap.Limit, 10)})
+			fmt.Sprintf("cap %s=%d reached on this session: wait for its jobs to end, or use another session", name, upCap.Limit),
+			map[string]string{"cap": name, "limit": strconv.FormatInt(upCap.Limit, 10), "scope": "session"})
 	case errors.As(err, &arcpErr):
 		return arcpStatus(arcpErr.Code, "runtime rejected the request: "+arcp.NormalizeCode(arcpErr.Code)+": "+arcpErr.Message, arcpErr.Retryable, nil)
 	case errors.As(err, &jobErr):
-		return arcpStatus(jobErr.Code, "job ended "+jobErr.FinalStatus+": "+arcp.NormalizeCode(jobErr.Code)+": "+jobErr.Message, jobErr.Retryable, nil)
+		return arcpStatusCode(jobCode(jobErr.Code), jobErr.Code, "job ended "+jobErr.FinalStatus+": "+arcp.NormalizeCode(jobErr.Code)+": "+jobErr.Message, jobErr.Retryable, nil)
 	case errors.Is(err, upstream.ErrUnknownJob):
 		return gatewayStatus(codes.NotFound, "JOB_NOT_FOUND", "job not found in this session (unknown, or its events are no longer retained)", nil)
 	case errors.Is(err, upstream.ErrOutcomeUnknown):

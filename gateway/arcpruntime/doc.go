@@ -66,14 +66,16 @@
 //     AGENT_VERSION_NOT_AVAILABLE, INVALID_REQUEST (bad payload or input),
 //     RESOURCE_EXHAUSTED (MaxConcurrentJobs live jobs; retryable true),
 //     DUPLICATE_KEY (idempotency_key reused with another agent or input; the
-//     same agent and input get the original job.accepted again; inputs are
+//     same agent and input get the original job.accepted again, original
+//     trace_id included; inputs are
 //     compared by a digest of their canonical JSON, so key order and spacing
 //     do not matter). Idempotency keys are scoped to the session; a session
 //     remembers its last 10000 finished jobs (for keys and list_jobs) but
 //     not their inputs. job.accepted is queued before the job starts, and
-//     the writer always sends queued control frames before sequenced ones,
-//     so it precedes every event of the job. A trace_id on
-//     the submit is copied to the job's envelopes. Every job ends with
+//     the writer sends queued control frames before sequenced ones (but see
+//     Dialects), so it precedes every event of the job. A trace_id on the
+//     submit is copied into job.accepted's payload and onto the job's
+//     sequenced envelopes. Every job ends with
 //     exactly one job.result or job.error; max_runtime_sec gives
 //     job.error{TIMEOUT, timed_out}.
 //   - Cancel. job.cancel for a live job of the session is answered with
@@ -118,6 +120,56 @@
 //     progress for 2 s, it does not wait. Subscribers are not paced for.
 //   - fail {"code", "message", "retryable"?, "details"?}: job.error with
 //     arcp.NormalizeCode(code), final_status "error".
+//   - chunked {"size": 0..32 MiB, "chunk_bytes": 1..1 MiB (default 64 KiB),
+//     "encoding": "utf8"|"base64" (default utf8)}: a result of size bytes,
+//     byte i being ChunkedByte(i) ('a'+i%26). With result_chunk negotiated
+//     (§8.4; offered by default) it streams job.event{kind "result_chunk",
+//     body{result_id "res_…", chunk_seq from 0, data (each chunk encoded on
+//     its own), encoding, more}} of at most chunk_bytes bytes each, the last
+//     with more false (size 0: one empty chunk), paced like stream, then
+//     job.result{final_status "success", result_id, result_size, summary
+//     "N bytes in M chunks"}. Without it the result is inline: one JSON
+//     string, the bytes in that encoding. Dialect.Stream and
+//     Dialect.ChunkFinalEmpty change both.
+//
+// # Dialects
+//
+// Options.Dialect makes the runtime behave as the runtimes built on the
+// official ARCP SDKs (agentruntimecontrolprotocol/go-sdk, package server,
+// and agentruntimecontrolprotocol/typescript-sdk, package runtime) were
+// observed to behave, so that every client test can run against every
+// dialect: range over Dialects. The zero Dialect (DialectReference) is what
+// the rest of this documentation describes. Each row is one field of
+// Dialect; DialectGoSDK and DialectTSSDK set the fields of their column.
+//
+//	behaviour                                          field                    Go      TS
+//	job.cancelled carries the next event_seq           CancelledSeq             yes     -
+//	idempotent replay carries the retry's trace_id     ReplayRetryTrace         -       -
+//	submit refused by job.error under a fresh id,      RejectAs                 -       RejectJobError
+//	  DUPLICATE_KEY by job.error on the existing job
+//	AGENT_VERSION_NOT_AVAILABLE without request_id     VersionErrorNoRequestID  -       yes
+//	session.error HEARTBEAT_LOST, then a normal close  HeartbeatLostNotice      yes     yes
+//	  ... with retryable true                          HeartbeatLostRetryable   yes     -
+//	event_seq reordered within a window                ReorderWindow            2       -
+//	caught-up resume refused RESUME_WINDOW_EXPIRED     RefuseCaughtUpResume     -       yes
+//	jobs live at a drop never emit again               LoseRunningJobsOnResume  -       yes
+//	session.close unknown (INVALID_REQUEST)            ByeOnly                  -       yes
+//	session.bye unknown (INVALID_REQUEST)              CloseOnly                yes     -
+//	trace ids echoed, minted or never sent             Trace                    mint    mint
+//	unanswered submits answered after a resume         LateAcceptAcrossResume   yes     -
+//	keyless submit gets a live job's id                ReuseLiveJobID           -       -
+//	idempotency keys shared by a principal's sessions  IdempotencyScope         yes     yes
+//	chunked result without result_chunk negotiated     Stream                   stream  refuse
+//	streamed result ends with an empty chunk           ChunkFinalEmpty          yes     -
+//
+// The reference keeps one rule the dialects bend: requests are answered in
+// arrival order. A sequenced answer (RejectJobError, CancelledSeq) is
+// buffered like an event, and a marker in the control queue makes the
+// writer send it after the answers queued before it and before those queued
+// after it. ReorderWindow only permutes the sequenced envelopes the writer
+// takes, in descending blocks; the transport's cursor (what acks are
+// clamped to, what pacing and eviction measure) stays the highest seq up to
+// which everything was taken.
 //
 // # Goroutines and shutdown
 //
@@ -165,9 +217,10 @@
 // # Test hooks
 //
 // DropTransports, Stall, SetAcceptDelay, SetHandshakeSilence, InjectFrame,
-// Reset, Stats, Cancelled and JobInput inject faults and observe the
-// runtime; see each method. Reset keeps the knobs (stall, accept delay,
+// ReuseJobIDOnce, Reset, Stats, Cancelled and JobInput inject faults and
+// observe the runtime; see each method. Reset keeps the knobs (stall, accept delay,
 // handshake silence) and the Stats counters. Requests a transport had read
 // but not yet handled when it was dropped are abandoned unanswered (as a
-// crash would), including submits waiting out an accept delay.
+// crash would), including submits waiting out an accept delay — unless
+// Dialect.LateAcceptAcrossResume keeps the submits for the next transport.
 package arcpruntime

@@ -1,0 +1,446 @@
+// The hand-written client over the generated code in ./gen (protoc-gen-es)
+// and @grpc/grpc-js.
+
+import {
+  create,
+  fromBinary,
+  toBinary,
+  type DescMessage,
+  type DescMethod,
+  type DescMethodServerStreaming,
+  type DescMethodUnary,
+  type MessageInitShape,
+  type MessageShape,
+} from "@bufbuild/protobuf";
+import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
+import * as grpc from "@grpc/grpc-js";
+
+import { fromServiceError, GatewayError } from "./errors.js";
+import { retryServiceConfig } from "./gen/retry_service_config.js";
+import {
+  SessionGateway,
+  SessionPhase as PbPhase,
+  SessionStatus as PbStatus,
+  type OpenSessionResponse,
+  type WatchJobResponse,
+} from "./gen/sessiongate/v1/sessiongate_pb.js";
+import { fromValue, toValue, type JsonValue } from "./values.js";
+
+/** Request metadata asking the gateway for a timeout, in milliseconds. */
+export const TIMEOUT_METADATA_KEY = "x-timeout-ms";
+/**
+ * Request metadata naming the session of a session-scoped call, for
+ * session-affine routing; the gateway checks it against the request body.
+ */
+export const SESSION_METADATA_KEY = "x-sessiongate-session";
+
+/** Options of every call. */
+export interface CallOptions {
+  /**
+   * The call's deadline, in milliseconds from now. It is also sent to the
+   * gateway as x-timeout-ms, so the gateway ends the call a small margin
+   * (20 ms by default) before the deadline with the timeout details: you get a
+   * TimeoutExceededError rather than a bare deadline. Without it (and without
+   * serverTimeoutMs) the method's timeout profile applies.
+   */
+  timeoutMs?: number;
+  /**
+   * A budget asked of the gateway (x-timeout-ms) in place of timeoutMs, e.g.
+   * a short server budget under a long deadline. The gateway clamps it to the
+   * profile's bounds (RunJob runs under tool_call: 1 s to 1 h) and never
+   * extends the deadline.
+   */
+  serverTimeoutMs?: number;
+  /** Cancels the call when aborted. */
+  signal?: AbortSignal;
+}
+
+/** Options of run and submit. */
+export interface JobOptions extends CallOptions {
+  /** A repeated submit with the same key and input returns the same job. */
+  idempotencyKey?: string;
+  /** A runtime-side limit on the job's duration, in seconds. */
+  maxRuntimeSec?: number;
+}
+
+/** Options of watch. */
+export interface WatchOptions extends CallOptions {
+  /** Deliver only items with eventSeq greater than this (0 = from the start). */
+  fromEventSeq?: bigint | number;
+}
+
+/** Options of the Gateway. */
+export interface GatewayOptions {
+  /** Channel credentials; insecure (plaintext) by default. */
+  credentials?: grpc.ChannelCredentials;
+  /** A caller token, sent as "authorization: Bearer <token>". */
+  token?: string;
+  /** Apply the published retry policy (retryServiceConfig); default true. */
+  retry?: boolean;
+  /** More grpc-js channel options. */
+  channelOptions?: grpc.ChannelOptions;
+  /** grpc-js client interceptors, run on every call (e.g. for tracing). */
+  interceptors?: grpc.Interceptor[];
+}
+
+/** What openSession sends. */
+export interface OpenSessionParams {
+  /** Configured runtime name; empty selects the default runtime. */
+  runtime?: string;
+  /** Name of the calling application. */
+  clientName?: string;
+  /** ARCP features requested; empty requests the gateway's default set. */
+  features?: string[];
+  /** Bearer token presented to the runtime; empty uses the configured one. */
+  upstreamToken?: string;
+}
+
+/** A session's liveness, spelt as the HTTP probe spells it. */
+export type Liveness = "unspecified" | "live" | "not_found";
+/** Where a live session's upstream connection stands. */
+export type Phase = "unspecified" | "ready" | "reconnecting" | "closing";
+
+/** The answer of the liveness probe. uint64 fields are bigints. */
+export interface SessionStatus {
+  status: Liveness;
+  phase: Phase;
+  runtime: string;
+  features: string[];
+  lastEventSeq: bigint;
+  generation: bigint;
+  instanceId: string;
+}
+
+/** One of the caller's sessions. */
+export interface SessionInfo {
+  sessionId: string;
+  phase: Phase;
+  runtime: string;
+  openedAt?: Date;
+  activeJobs: number;
+}
+
+/** A successful job's result, from run. */
+export interface RunResult {
+  jobId: string;
+  result: JsonValue;
+  summary: string;
+}
+
+/** A job the runtime accepted, from submit. */
+export interface Job {
+  jobId: string;
+  acceptedAt?: Date;
+}
+
+/** One item of a watched job; the last is a "result" or an "error". */
+export type WatchItem =
+  | { type: "event"; eventSeq: bigint; kind: string; ts?: Date; body: JsonValue }
+  | { type: "result"; eventSeq: bigint; result: JsonValue; summary: string }
+  | {
+      type: "error";
+      eventSeq: bigint;
+      /** "error", "cancelled" or "timed_out". */
+      finalStatus: string;
+      /** The ARCP error code, e.g. "CANCELLED". */
+      code: string;
+      message: string;
+      retryable: boolean;
+      details: JsonValue;
+    };
+
+const liveness = (s: PbStatus): Liveness =>
+  (({ [PbStatus.LIVE]: "live", [PbStatus.NOT_FOUND]: "not_found" }) as Record<number, Liveness>)[s] ?? "unspecified";
+const phase = (p: PbPhase): Phase =>
+  (({ [PbPhase.READY]: "ready", [PbPhase.RECONNECTING]: "reconnecting", [PbPhase.CLOSING]: "closing" }) as Record<
+    number,
+    Phase
+  >)[p] ?? "unspecified";
+const date = (t: Timestamp | undefined): Date | undefined => (t ? timestampDate(t) : undefined);
+const path = (m: DescMethod): string => `/${m.parent.typeName}/${m.name}`;
+
+/** A slack for telling "the deadline had passed" on the client's clock. */
+const DEADLINE_SLACK_MS = 10;
+
+function abortError(signal: AbortSignal): Error {
+  return signal.reason instanceof Error ? signal.reason : new DOMException("The call was aborted", "AbortError");
+}
+
+function checkMs(name: string, v: number | undefined): void {
+  if (v !== undefined && !(Number.isFinite(v) && v > 0)) {
+    throw new RangeError(`${name} must be a positive number of milliseconds`);
+  }
+}
+
+/**
+ * A connection to a sessiongate gateway. One Gateway may serve any number of
+ * concurrent calls and sessions; close it (or `using gw = …`) when done.
+ */
+export class Gateway implements Disposable {
+  readonly #client: grpc.Client;
+  readonly #auth?: string;
+
+  constructor(target: string, opts: GatewayOptions = {}) {
+    const channelOptions: grpc.ChannelOptions = { ...opts.channelOptions };
+    if (opts.retry ?? true) {
+      channelOptions["grpc.service_config"] = JSON.stringify(retryServiceConfig);
+      channelOptions["grpc.enable_retries"] = 1;
+    } else {
+      channelOptions["grpc.enable_retries"] = 0;
+    }
+    this.#client = new grpc.Client(target, opts.credentials ?? grpc.credentials.createInsecure(), {
+      ...channelOptions,
+      interceptors: opts.interceptors,
+    });
+    this.#auth = opts.token ? `Bearer ${opts.token}` : undefined;
+  }
+
+  #metadata(o: CallOptions, sessionId: string | undefined): grpc.Metadata {
+    checkMs("timeoutMs", o.timeoutMs);
+    checkMs("serverTimeoutMs", o.serverTimeoutMs);
+    const md = new grpc.Metadata();
+    if (this.#auth) md.set("authorization", this.#auth);
+    const ms = o.serverTimeoutMs ?? o.timeoutMs;
+    if (ms !== undefined) md.set(TIMEOUT_METADATA_KEY, String(Math.ceil(ms)));
+    if (sessionId !== undefined) md.set(SESSION_METADATA_KEY, sessionId);
+    return md;
+  }
+
+  /** @internal */
+  unary<I extends DescMessage, O extends DescMessage>(
+    method: DescMethodUnary<I, O>,
+    req: MessageInitShape<I>,
+    o: CallOptions,
+    sessionId?: string,
+  ): Promise<MessageShape<O>> {
+    return new Promise((resolve, reject) => {
+      const md = this.#metadata(o, sessionId);
+      if (o.signal?.aborted) return reject(abortError(o.signal));
+      const deadline = o.timeoutMs !== undefined ? Date.now() + o.timeoutMs : undefined;
+      const onAbort = () => call.cancel();
+      const call = this.#client.makeUnaryRequest(
+        path(method),
+        (m: MessageShape<I>) => Buffer.from(toBinary(method.input, m)),
+        (b: Buffer) => fromBinary(method.output, b),
+        create(method.input, req),
+        md,
+        deadline !== undefined ? { deadline } : {},
+        (err, res) => {
+          o.signal?.removeEventListener("abort", onAbort);
+          if (err) {
+            if (o.signal?.aborted) return reject(abortError(o.signal));
+            const passed = deadline !== undefined && Date.now() >= deadline - DEADLINE_SLACK_MS;
+            return reject(fromServiceError(err, passed));
+          }
+          resolve(res as MessageShape<O>);
+        },
+      );
+      o.signal?.addEventListener("abort", onAbort, { once: true });
+    });
+  }
+
+  /** @internal */
+  async *serverStream<I extends DescMessage, O extends DescMessage>(
+    method: DescMethodServerStreaming<I, O>,
+    req: MessageInitShape<I>,
+    o: CallOptions,
+    sessionId?: string,
+  ): AsyncGenerator<MessageShape<O>, void, undefined> {
+    const md = this.#metadata(o, sessionId);
+    if (o.signal?.aborted) throw abortError(o.signal);
+    const deadline = o.timeoutMs !== undefined ? Date.now() + o.timeoutMs : undefined;
+    const call = this.#client.makeServerStreamRequest(
+      path(method),
+      (m: MessageShape<I>) => Buffer.from(toBinary(method.input, m)),
+      (b: Buffer) => fromBinary(method.output, b),
+      create(method.input, req),
+      md,
+      deadline !== undefined ? { deadline } : {},
+    );
+    const onAbort = () => call.cancel();
+    o.signal?.addEventListener("abort", onAbort, { once: true });
+    try {
+      for await (const m of call) yield m as MessageShape<O>;
+    } catch (err) {
+      if (o.signal?.aborted) throw abortError(o.signal);
+      if (err instanceof Error && "code" in err && "metadata" in err) {
+        const passed = deadline !== undefined && Date.now() >= deadline - DEADLINE_SLACK_MS;
+        throw fromServiceError(err as grpc.ServiceError, passed);
+      }
+      throw err;
+    } finally {
+      o.signal?.removeEventListener("abort", onAbort);
+      call.cancel(); // a no-op once the stream has ended; ends it on break
+    }
+  }
+
+  /** Opens a session; close it with `await using` or session.close(). */
+  async openSession(params: OpenSessionParams = {}, o: CallOptions = {}): Promise<Session> {
+    const r = await this.unary(SessionGateway.method.openSession, params, o);
+    return new Session(this, r.sessionId, r);
+  }
+
+  /** A handle on an existing session, e.g. one opened elsewhere. Nothing is sent until it is used. */
+  session(sessionId: string): Session {
+    return new Session(this, sessionId);
+  }
+
+  /** Probes a session's liveness (side-effect free). */
+  async status(sessionId: string, o: CallOptions = {}): Promise<SessionStatus> {
+    const r = await this.unary(SessionGateway.method.getSessionStatus, { sessionId }, o, sessionId);
+    return {
+      status: liveness(r.status),
+      phase: phase(r.phase),
+      runtime: r.runtime,
+      features: r.features,
+      lastEventSeq: r.lastEventSeq,
+      generation: r.generation,
+      instanceId: r.instanceId,
+    };
+  }
+
+  /** The caller's sessions, oldest first. */
+  async listSessions(o: CallOptions = {}): Promise<SessionInfo[]> {
+    const r = await this.unary(SessionGateway.method.listSessions, {}, o);
+    return r.sessions.map((s) => ({
+      sessionId: s.sessionId,
+      phase: phase(s.phase),
+      runtime: s.runtime,
+      openedAt: date(s.openedAt),
+      activeJobs: s.activeJobs,
+    }));
+  }
+
+  /** Closes the channel. Idempotent. */
+  close(): void {
+    this.#client.close();
+  }
+
+  [Symbol.dispose](): void {
+    this.close();
+  }
+}
+
+/**
+ * A session on a runtime. Every call names it in the x-sessiongate-session
+ * metadata. Close it with `await using s = await gw.openSession()` or
+ * `await s.close()`.
+ */
+export class Session implements AsyncDisposable {
+  readonly #gw: Gateway;
+  #closed = false;
+  /** The session id. */
+  readonly id: string;
+  /** Features in effect (empty for a handle from gateway.session). */
+  readonly features: string[];
+  /** Agents the runtime offers: name → versions. */
+  readonly agents: Record<string, string[]>;
+  /** The configured runtime name. */
+  readonly runtime: string;
+  /** The id of the gateway instance that owns the session. */
+  readonly instanceId: string;
+
+  /** @internal */
+  constructor(gw: Gateway, id: string, opened?: OpenSessionResponse) {
+    this.#gw = gw;
+    this.id = id;
+    this.features = opened?.features ?? [];
+    this.agents = Object.fromEntries((opened?.agents ?? []).map((a) => [a.name, a.versions]));
+    this.runtime = opened?.runtime?.name ?? "";
+    this.instanceId = opened?.instanceId ?? "";
+  }
+
+  /** Runs a job and waits for its result; a failed job rejects with the GatewayError for its code. */
+  async run(agent: string, input?: unknown, o: JobOptions = {}): Promise<RunResult> {
+    const r = await this.#gw.unary(
+      SessionGateway.method.runJob,
+      {
+        sessionId: this.id,
+        agent,
+        input: input === undefined ? undefined : toValue(input),
+        idempotencyKey: o.idempotencyKey,
+        maxRuntimeSec: o.maxRuntimeSec,
+      },
+      o,
+      this.id,
+    );
+    return { jobId: r.jobId, result: fromValue(r.result), summary: r.summary };
+  }
+
+  /** Submits a job; resolves once the runtime accepted it. */
+  async submit(agent: string, input?: unknown, o: JobOptions = {}): Promise<Job> {
+    const r = await this.#gw.unary(
+      SessionGateway.method.submitJob,
+      {
+        sessionId: this.id,
+        agent,
+        input: input === undefined ? undefined : toValue(input),
+        idempotencyKey: o.idempotencyKey,
+        maxRuntimeSec: o.maxRuntimeSec,
+      },
+      o,
+      this.id,
+    );
+    return { jobId: r.jobId, acceptedAt: date(r.acceptedAt) };
+  }
+
+  /**
+   * Streams a job's items, ending with its result or error. Leaving the
+   * `for await` loop early ends the stream (the job goes on; see cancel).
+   */
+  async *watch(job: string | Job, o: WatchOptions = {}): AsyncGenerator<WatchItem, void, undefined> {
+    const jobId = typeof job === "string" ? job : job.jobId;
+    const req = { sessionId: this.id, jobId, fromEventSeq: BigInt(o.fromEventSeq ?? 0) };
+    for await (const m of this.#gw.serverStream(SessionGateway.method.watchJob, req, o, this.id)) {
+      yield item(m);
+    }
+  }
+
+  /** Asks the runtime to cancel a job; the job then ends with a CANCELLED error. */
+  async cancel(job: string | Job, reason = "", o: CallOptions = {}): Promise<void> {
+    const jobId = typeof job === "string" ? job : job.jobId;
+    await this.#gw.unary(SessionGateway.method.cancelJob, { sessionId: this.id, jobId, reason }, o, this.id);
+  }
+
+  /** Probes this session's liveness. */
+  status(o: CallOptions = {}): Promise<SessionStatus> {
+    return this.#gw.status(this.id, o);
+  }
+
+  /** Closes the session upstream. Idempotent; a session the gateway no longer knows counts as closed. */
+  async close(reason = "", o: CallOptions = {}): Promise<void> {
+    if (this.#closed) return;
+    try {
+      await this.#gw.unary(SessionGateway.method.closeSession, { sessionId: this.id, reason }, o, this.id);
+    } catch (err) {
+      if (!(err instanceof GatewayError && err.reason === "SESSION_NOT_FOUND")) throw err;
+    }
+    this.#closed = true;
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+}
+
+function item(m: WatchJobResponse): WatchItem {
+  const it = m.item;
+  switch (it.case) {
+    case "event":
+      return { type: "event", eventSeq: m.eventSeq, kind: it.value.kind, ts: date(it.value.ts), body: fromValue(it.value.body) };
+    case "result":
+      return { type: "result", eventSeq: m.eventSeq, result: fromValue(it.value.result), summary: it.value.summary };
+    case "error":
+      return {
+        type: "error",
+        eventSeq: m.eventSeq,
+        finalStatus: it.value.finalStatus,
+        code: it.value.code,
+        message: it.value.message,
+        retryable: it.value.retryable,
+        details: fromValue(it.value.details),
+      };
+    default:
+      throw new Error(`sessiongate: watch item with no content at event_seq ${m.eventSeq}`);
+  }
+}

@@ -1,0 +1,58 @@
+/**
+ * TypeScript client for sessiongate, a gRPC gateway to ARCP agent runtimes,
+ * over @grpc/grpc-js.
+ *
+ * ```ts
+ * import { Gateway } from "@sessiongate/client";
+ *
+ * using gw = new Gateway("127.0.0.1:50051");
+ * await using s = await gw.openSession({ clientName: "example" });
+ * const { result } = await s.run("echo", { hello: "world" }, { timeoutMs: 5000 });
+ * ```
+ *
+ * Job input and results are plain JSON values (numbers are doubles, as in
+ * JavaScript); uint64 fields (eventSeq, lastEventSeq, generation) are bigints;
+ * enums are lower-case strings ("live", "ready"). The generated messages are
+ * exported as `pb` for anything the helpers do not cover.
+ *
+ * @module
+ */
+
+export {
+  Gateway,
+  Session,
+  SESSION_METADATA_KEY,
+  TIMEOUT_METADATA_KEY,
+  type CallOptions,
+  type GatewayOptions,
+  type Job,
+  type JobOptions,
+  type Liveness,
+  type OpenSessionParams,
+  type Phase,
+  type RunResult,
+  type SessionInfo,
+  type SessionStatus,
+  type WatchItem,
+  type WatchOptions,
+} from "./client.js";
+export {
+  AlreadyExistsError,
+  CancelledError,
+  DeadlineExceededError,
+  FailedPreconditionError,
+  GatewayError,
+  InternalError,
+  InvalidArgumentError,
+  NotFoundError,
+  PermissionDeniedError,
+  ResourceExhaustedError,
+  TimeoutExceededError,
+  UnauthenticatedError,
+  UnavailableError,
+  type CodeName,
+  type ErrorInfo,
+} from "./errors.js";
+export { retryServiceConfig } from "./gen/retry_service_config.js";
+export { fromValue, toValue, type JsonValue } from "./values.js";
+export * as pb from "./gen/sessiongate/v1/sessiongate_pb.js";

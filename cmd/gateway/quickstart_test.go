@@ -139,7 +139,7 @@ func TestQuickstart(t *testing.T) {
 			curls = append(curls, outputs[l])
 		}
 	}
-	if len(curls) != 2 || !strings.Contains(curls[0], `"status":"live"`) || !strings.Contains(curls[1], `"status":"not_found"`) {
+	if len(curls) != 2 || !strings.Contains(curls[0], `"status":"SESSION_STATUS_LIVE"`) || !strings.Contains(curls[1], `"status":"SESSION_STATUS_NOT_FOUND"`) {
 		t.Errorf("HTTP probes: %q", curls)
 	}
 	if m := regexp.MustCompile(`"elapsedMs": (\d+)`).FindStringSubmatch(find("x-timeout-ms: 100")); m == nil {
@@ -157,7 +157,7 @@ func TestQuickstart(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("gateway did not stop after SIGTERM\n%s", gwOut.String())
 	}
-	if !strings.Contains(gwOut.String(), "shutdown complete") {
-		t.Errorf("no shutdown log:\n%s", gwOut.String())
+	if !strings.Contains(gwOut.String(), "shutdown complete") || strings.Contains(gwOut.String(), `"err":null`) {
+		t.Errorf("no clean shutdown log:\n%s", gwOut.String())
 	}
 }

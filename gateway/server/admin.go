@@ -47,7 +47,6 @@ func writeStatus(w http.ResponseWriter, code int, err error) {
 	writeProto(w, code, status.Convert(err).Proto())
 }
 
-
 // adminHandler serves /metrics, /healthz and /v1/sessions/{id}/status.
 func (g *Gateway) adminHandler(reg prometheus.Gatherer) http.Handler {
 	mux := http.NewServeMux()
@@ -95,4 +94,3 @@ func quoteClip(s string) string {
 	b, _ := json.Marshal(clip(s))
 	return string(b)
 }
-

@@ -421,40 +421,63 @@ var errShuttingDown = status.Error(codes.Unavailable, "gateway is shutting down:
 
 // endAtShutdown bounds the streams no timeout profile bounds (health Watch,
 // server reflection) by the gateway's life: when Shutdown begins they end
-// with UNAVAILABLE, so that GracefulStop does not wait for them until its
+// with UNAVAILABLE — a health Watch right after it has told its client
+// NOT_SERVING — so that GracefulStop does not wait for them until its
 // deadline. Their handlers block in places a context cannot reach
 // (reflection in Recv), so the handler runs on its own goroutine and this
 // interceptor returns at shutdown; grpc-go then finishes the stream, which
 // unblocks the handler, and Shutdown waits for it (g.infra).
-func (g *Gateway) endAtShutdown(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+func (g *Gateway) endAtShutdown(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	select {
 	case <-g.endStreams:
 		return errShuttingDown
 	default:
 	}
-	ctx, cancel := context.WithCancel(ss.Context())
-	defer cancel()
+	is := &infraStream{ServerStream: ss, notServing: make(chan struct{})}
 	done := make(chan error, 1)
 	g.infra.Add(1)
 	go func() {
 		defer g.infra.Done()
-		done <- handler(srv, &ctxStream{ServerStream: ss, ctx: ctx})
+		done <- handler(srv, is)
 	}()
 	select {
 	case err := <-done:
 		return err
 	case <-g.endStreams:
-		return errShuttingDown
 	}
+	if info.FullMethod == healthpb.Health_Watch_FullMethodName {
+		// health.Server.Shutdown has queued NOT_SERVING for the watcher;
+		// let it reach the client first. A watcher of a service health
+		// does not know gets no update: the timer bounds the wait.
+		grace := time.NewTimer(healthGrace)
+		defer grace.Stop()
+		select {
+		case <-is.notServing:
+		case err := <-done:
+			return err
+		case <-grace.C:
+		}
+	}
+	return errShuttingDown
 }
 
-// ctxStream is a ServerStream with another context.
-type ctxStream struct {
+// healthGrace bounds the wait for a health watcher's NOT_SERVING at shutdown.
+const healthGrace = time.Second
+
+// infraStream notes when a health Watch has sent NOT_SERVING.
+type infraStream struct {
 	grpc.ServerStream
-	ctx context.Context
+	notServing chan struct{}
+	once       sync.Once
 }
 
-func (s *ctxStream) Context() context.Context { return s.ctx }
+func (s *infraStream) SendMsg(m any) error {
+	err := s.ServerStream.SendMsg(m)
+	if r, ok := m.(*healthpb.HealthCheckResponse); ok && r.GetStatus() == healthpb.HealthCheckResponse_NOT_SERVING {
+		s.once.Do(func() { close(s.notServing) })
+	}
+	return err
+}
 
 // Serve serves gRPC on lis until Shutdown; it returns nil after a shutdown.
 func (g *Gateway) Serve(lis net.Listener) error {

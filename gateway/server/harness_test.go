@@ -36,6 +36,8 @@ type harness struct {
 type harnessOpts struct {
 	runtime arcpruntime.Options
 	config  func(*Config)
+	setup   func(*Gateway)    // runs after New, before Serve
+	dial    []grpc.DialOption // extra client options
 }
 
 func newHarness(t *testing.T, o harnessOpts) *harness { return newHarnessTB(t, o) }
@@ -60,6 +62,9 @@ func newHarnessTB(t testing.TB, o harnessOpts) *harness {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
+	if o.setup != nil {
+		o.setup(gw)
+	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +72,7 @@ func newHarnessTB(t testing.TB, o harnessOpts) *harness {
 	served := make(chan error, 1)
 	go func() { served <- gw.Serve(lis) }()
 	admin := httptest.NewServer(gw.AdminHandler())
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(lis.Addr().String(), append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, o.dial...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,6 +59,8 @@ type service struct {
 
 	mu       sync.Mutex
 	watchers map[watchKey]int // guarded by mu: WatchJob streams per job
+
+	watchEnded func(error) // test hook, set before serving: runs when a WatchJob handler returns
 }
 
 type watchKey struct {
@@ -419,7 +421,10 @@ func (s *service) CancelJob(ctx context.Context, req *sessiongatev1.CancelJobReq
 	return &sessiongatev1.CancelJobResponse{}, nil
 }
 
-func (s *service) WatchJob(req *sessiongatev1.WatchJobRequest, stream sessiongatev1.SessionGateway_WatchJobServer) error {
+func (s *service) WatchJob(req *sessiongatev1.WatchJobRequest, stream sessiongatev1.SessionGateway_WatchJobServer) (err error) {
+	if s.watchEnded != nil {
+		defer func() { s.watchEnded(err) }()
+	}
 	ctx := stream.Context()
 	if err := checkSessionID(req.GetSessionId()); err != nil {
 		return err

@@ -69,10 +69,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 
 	gw, err := server.New(server.Config{
-		InstanceID:           o.instanceID,
-		Runtimes:             runtimes,
-		UpstreamToken:        o.upstreamToken,
-		ClientTokens:         tokens,
+		InstanceID:                o.instanceID,
+		Runtimes:                  runtimes,
+		UpstreamToken:             o.upstreamToken,
+		ClientTokens:              tokens,
 		MaxSessions:               o.maxSessions,
 		MaxSessionsPerCaller:      o.maxPerCaller,
 		MaxLiveJobs:               o.maxLiveJobs,

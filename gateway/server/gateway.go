@@ -159,7 +159,7 @@ func (c *Config) validate() error {
 		errs = append(errs, errors.New("at least one runtime is required"))
 	}
 	if c.Registry == nil {
-		errs = append(errs, errors.New("Registry is required"))
+		errs = append(errs, errors.New("a Registry is required"))
 	}
 	if c.MaxWatchersPerJob < 0 || c.MaxInputBytes < 0 {
 		errs = append(errs, errors.New("caps must not be negative"))

@@ -1,0 +1,320 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"io"
+	"iter"
+	"strconv"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	gatewayv1 "github.com/sessiongate/sessiongate/gen/sessiongate/v1"
+)
+
+// The request metadata keys the client sets.
+const (
+	// TimeoutMetadataKey asks the gateway for a timeout, in milliseconds.
+	TimeoutMetadataKey = "x-timeout-ms"
+	// SessionMetadataKey names the session of a session-scoped call.
+	SessionMetadataKey = "x-sessiongate-session"
+)
+
+// closeTimeout bounds Session.Close, which takes no context.
+const closeTimeout = 10 * time.Second
+
+// Option configures New.
+type Option func(*options)
+
+type options struct {
+	creds   credentials.TransportCredentials
+	token   string
+	noRetry bool
+	dial    []grpc.DialOption
+}
+
+// WithTransportCredentials sets the connection's credentials (default:
+// insecure, for a gateway on loopback or behind a sidecar).
+func WithTransportCredentials(c credentials.TransportCredentials) Option {
+	return func(o *options) { o.creds = c }
+}
+
+// WithToken sends "authorization: Bearer <token>" on every call, for a
+// gateway that identifies callers by token.
+func WithToken(token string) Option {
+	return func(o *options) { o.token = token }
+}
+
+// WithoutRetry leaves out the published retry policy.
+func WithoutRetry() Option {
+	return func(o *options) { o.noRetry = true }
+}
+
+// WithDialOptions adds grpc.DialOptions, e.g. interceptors.
+func WithDialOptions(opts ...grpc.DialOption) Option {
+	return func(o *options) { o.dial = append(o.dial, opts...) }
+}
+
+// Client is a connection to a sessiongate gateway. Its methods may be called
+// concurrently.
+type Client struct {
+	// immutable
+	api   gatewayv1.SessionGatewayClient
+	conn  *grpc.ClientConn // nil when the caller owns the connection
+	token string
+}
+
+// New connects to the gateway at target (see grpc.NewClient: the connection
+// is made on the first call).
+func New(target string, opts ...Option) (*Client, error) {
+	o := options{creds: insecure.NewCredentials()}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	dial := []grpc.DialOption{grpc.WithTransportCredentials(o.creds)}
+	if !o.noRetry {
+		sc, err := RetryServiceConfig()
+		if err != nil {
+			return nil, err
+		}
+		dial = append(dial, grpc.WithDefaultServiceConfig(sc))
+	}
+	conn, err := grpc.NewClient(target, append(dial, o.dial...)...)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{api: gatewayv1.NewSessionGatewayClient(conn), conn: conn, token: o.token}, nil
+}
+
+// NewFromConn wraps a connection the caller owns (and closes); no retry
+// policy or token is added to it.
+func NewFromConn(conn grpc.ClientConnInterface) *Client {
+	return &Client{api: gatewayv1.NewSessionGatewayClient(conn)}
+}
+
+// Close closes the connection New made. It does not close sessions.
+func (c *Client) Close() error {
+	if c.conn == nil {
+		return nil
+	}
+	return c.conn.Close()
+}
+
+// callContext adds the client's request metadata to ctx: the token, the
+// deadline as x-timeout-ms (unless the caller set one), and the session.
+func (c *Client) callContext(ctx context.Context, sessionID string, sessionScoped bool) context.Context {
+	kv := make([]string, 0, 6)
+	if c.token != "" {
+		kv = append(kv, "authorization", "Bearer "+c.token)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		if md, _ := metadata.FromOutgoingContext(ctx); len(md.Get(TimeoutMetadataKey)) == 0 {
+			ms := (time.Until(dl) + time.Millisecond - 1) / time.Millisecond
+			kv = append(kv, TimeoutMetadataKey, strconv.FormatInt(max(int64(ms), 1), 10))
+		}
+	}
+	if sessionScoped {
+		kv = append(kv, SessionMetadataKey, sessionID)
+	}
+	if len(kv) == 0 {
+		return ctx
+	}
+	return metadata.AppendToOutgoingContext(ctx, kv...)
+}
+
+// OpenSession opens a session; close it with Session.Close.
+func (c *Client) OpenSession(ctx context.Context, req *gatewayv1.OpenSessionRequest, opts ...grpc.CallOption) (*Session, error) {
+	if req == nil {
+		req = &gatewayv1.OpenSessionRequest{}
+	}
+	resp, err := c.api.OpenSession(c.callContext(ctx, "", false), req, opts...)
+	if err != nil {
+		return nil, wrapError(err)
+	}
+	return &Session{c: c, id: resp.GetSessionId(), Opened: resp}, nil
+}
+
+// Session returns a handle on an existing session, e.g. one opened by
+// another process. Nothing is sent until it is used.
+func (c *Client) Session(id string) *Session { return &Session{c: c, id: id} }
+
+// Status probes a session's liveness (side-effect free): a normal answer
+// whose Status is SESSION_STATUS_LIVE or SESSION_STATUS_NOT_FOUND.
+func (c *Client) Status(ctx context.Context, sessionID string, opts ...grpc.CallOption) (*gatewayv1.GetSessionStatusResponse, error) {
+	resp, err := c.api.GetSessionStatus(c.callContext(ctx, sessionID, true),
+		&gatewayv1.GetSessionStatusRequest{SessionId: sessionID}, opts...)
+	return resp, wrapError(err)
+}
+
+// ListSessions lists the caller's sessions, oldest first.
+func (c *Client) ListSessions(ctx context.Context, opts ...grpc.CallOption) ([]*gatewayv1.SessionInfo, error) {
+	resp, err := c.api.ListSessions(c.callContext(ctx, "", false), &gatewayv1.ListSessionsRequest{}, opts...)
+	return resp.GetSessions(), wrapError(err)
+}
+
+// Session is a session on a runtime. Its methods may be called concurrently.
+type Session struct {
+	// immutable
+	c  *Client
+	id string
+	// Opened is the OpenSession answer (features, agents, runtime, instance);
+	// nil for a handle from Client.Session.
+	Opened *gatewayv1.OpenSessionResponse
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// ID returns the session id.
+func (s *Session) ID() string { return s.id }
+
+// JobOption sets an optional field of a job's request.
+type JobOption func(*jobOptions)
+
+type jobOptions struct {
+	idempotencyKey string
+	maxRuntimeSec  uint32
+}
+
+// IdempotencyKey makes a repeated submit with the same key and input return
+// the same job.
+func IdempotencyKey(key string) JobOption {
+	return func(o *jobOptions) { o.idempotencyKey = key }
+}
+
+// MaxRuntime sets a runtime-side limit on the job's duration (whole seconds,
+// rounded up).
+func MaxRuntime(d time.Duration) JobOption {
+	return func(o *jobOptions) { o.maxRuntimeSec = uint32((d + time.Second - 1) / time.Second) }
+}
+
+// RunResult is a successful job's result.
+type RunResult struct {
+	JobID   string
+	Result  any // as encoding/json decodes into an any
+	Summary string
+
+	raw *structpb.Value
+}
+
+// Decode decodes the result into out (a pointer), as encoding/json would.
+func (r *RunResult) Decode(out any) error { return decodeValue(r.raw, out) }
+
+// Run runs a job and waits for its result. A failed job returns the *Error
+// of its status (Domain "arcp", Reason the ARCP code).
+func (s *Session) Run(ctx context.Context, agent string, input any, opts ...JobOption) (*RunResult, error) {
+	in, o, err := jobInput(input, opts)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.c.api.RunJob(s.c.callContext(ctx, s.id, true), &gatewayv1.RunJobRequest{
+		SessionId: s.id, Agent: agent, Input: in, IdempotencyKey: o.idempotencyKey, MaxRuntimeSec: o.maxRuntimeSec,
+	})
+	if err != nil {
+		return nil, wrapError(err)
+	}
+	return &RunResult{JobID: resp.GetJobId(), Result: resp.GetResult().AsInterface(), Summary: resp.GetSummary(), raw: resp.GetResult()}, nil
+}
+
+// Submit submits a job and returns its id once the runtime accepted it.
+func (s *Session) Submit(ctx context.Context, agent string, input any, opts ...JobOption) (string, error) {
+	in, o, err := jobInput(input, opts)
+	if err != nil {
+		return "", err
+	}
+	resp, err := s.c.api.SubmitJob(s.c.callContext(ctx, s.id, true), &gatewayv1.SubmitJobRequest{
+		SessionId: s.id, Agent: agent, Input: in, IdempotencyKey: o.idempotencyKey, MaxRuntimeSec: o.maxRuntimeSec,
+	})
+	if err != nil {
+		return "", wrapError(err)
+	}
+	return resp.GetJobId(), nil
+}
+
+func jobInput(input any, opts []JobOption) (*structpb.Value, jobOptions, error) {
+	var o jobOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if input == nil {
+		return nil, o, nil
+	}
+	v, err := toValue(input)
+	return v, o, err
+}
+
+// Watch streams a job's items in event_seq order: events, then its result
+// or error (GetEvent, GetResult, GetError). The stream starts when the loop
+// does and ends with it:
+//
+//	for item, err := range s.Watch(ctx, jobID) {
+//		if err != nil { … }
+//	}
+//
+// A failed stream yields one (nil, error) and ends.
+func (s *Session) Watch(ctx context.Context, jobID string) iter.Seq2[*gatewayv1.WatchJobResponse, error] {
+	return s.WatchFrom(ctx, jobID, 0)
+}
+
+// WatchFrom is Watch, delivering only items with event_seq above from.
+func (s *Session) WatchFrom(ctx context.Context, jobID string, from uint64) iter.Seq2[*gatewayv1.WatchJobResponse, error] {
+	return func(yield func(*gatewayv1.WatchJobResponse, error) bool) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel() // ends the stream when the loop stops early
+		stream, err := s.c.api.WatchJob(s.c.callContext(ctx, s.id, true),
+			&gatewayv1.WatchJobRequest{SessionId: s.id, JobId: jobID, FromEventSeq: from})
+		if err != nil {
+			yield(nil, wrapError(err))
+			return
+		}
+		for {
+			item, err := stream.Recv()
+			if errors.Is(err, io.EOF) {
+				return
+			}
+			if err != nil {
+				yield(nil, wrapError(err))
+				return
+			}
+			if !yield(item, nil) {
+				return
+			}
+		}
+	}
+}
+
+// Cancel asks the runtime to cancel a job; the job then ends with a
+// CANCELLED error item.
+func (s *Session) Cancel(ctx context.Context, jobID, reason string) error {
+	_, err := s.c.api.CancelJob(s.c.callContext(ctx, s.id, true),
+		&gatewayv1.CancelJobRequest{SessionId: s.id, JobId: jobID, Reason: reason})
+	return wrapError(err)
+}
+
+// Status probes the session's liveness.
+func (s *Session) Status(ctx context.Context) (*gatewayv1.GetSessionStatusResponse, error) {
+	return s.c.Status(ctx, s.id)
+}
+
+// Close closes the session upstream, within 10 s. It is idempotent (later
+// calls return the first one's result), and a session the gateway no longer
+// knows counts as closed.
+func (s *Session) Close() error {
+	s.closeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+		defer cancel()
+		_, err := s.c.api.CloseSession(s.c.callContext(ctx, s.id, true), &gatewayv1.CloseSessionRequest{SessionId: s.id})
+		var e *Error
+		if err = wrapError(err); errors.As(err, &e) && e.Reason == "SESSION_NOT_FOUND" {
+			err = nil
+		}
+		s.closeErr = err
+	})
+	return s.closeErr
+}

@@ -1,0 +1,52 @@
+// Package client is the Go client of sessiongate: a small wrapper over the
+// generated gatewayv1 stubs that opens sessions, runs, submits, watches and
+// cancels jobs with plain Go values as input and output, and turns failed
+// calls into typed errors.
+//
+//	c, err := client.New("127.0.0.1:50051")
+//	defer c.Close()
+//	s, err := c.OpenSession(ctx, &gatewayv1.OpenSessionRequest{ClientName: "example"})
+//	defer s.Close()
+//	res, err := s.Run(ctx, "echo", map[string]any{"hello": "world"})
+//
+// # Timeouts
+//
+// A call's deadline is its context's. Every call whose context has a deadline
+// also sends it as x-timeout-ms (whole milliseconds, rounded up), unless the
+// context's outgoing metadata already has an x-timeout-ms of the caller's
+// own (a server budget asked for explicitly). The gateway then ends the call a
+// small margin before the deadline with DEADLINE_EXCEEDED and its timeout
+// details, which come back as a *TimeoutError (profile, configured budget,
+// time elapsed). Without a deadline the method's timeout profile applies.
+//
+// # Session affinity
+//
+// Every session-scoped call carries the session id in the
+// x-sessiongate-session request metadata, so that a balancer can route it to
+// the gateway instance that owns the session; the gateway checks it against
+// the request body. (The session-affine balancer itself will live in this
+// package.)
+//
+// # Values
+//
+// Job input is any value encoding/json can marshal; it travels as a
+// google.protobuf.Value, whose numbers are float64. Integers beyond ±2^53
+// would be rounded, so they are refused with an error rather than sent.
+// Results come back as encoding/json would decode them into an any
+// (map[string]any, []any, float64, string, bool, nil); RunResult.Decode
+// decodes them into a value of your own type.
+//
+// # Retries
+//
+// New applies the published retry policy (timeoutprofile.RetryServiceConfig
+// with its defaults: DEADLINE_EXCEEDED and UNAVAILABLE, three attempts, a
+// retry budget) as the channel's default service config, unless WithoutRetry
+// is given.
+//
+// # Concurrency and shutdown
+//
+// A Client and its Sessions may be used by any number of goroutines. The
+// package starts no goroutines of its own beyond grpc-go's; a watch's stream
+// ends when its loop ends. Client.Close closes the connection New dialled;
+// Session.Close closes the session upstream and is idempotent.
+package client

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -104,6 +105,12 @@ func (g *gatewayRun) shutdown(t *testing.T) (time.Duration, []map[string]any) {
 	return 0, nil
 }
 
+// stacksContain reports whether any goroutine's stack mentions fn.
+func stacksContain(fn string) bool {
+	buf := make([]byte, 1<<20)
+	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), fn)
+}
+
 func dial(t *testing.T, addr string, opts ...grpc.DialOption) *grpc.ClientConn {
 	t.Helper()
 	conn, err := grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)...)
@@ -165,9 +172,20 @@ func TestShutdownHardStopIsLogged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Read one item, so the stream is surely established, then stop reading.
+	// Read one item, so the stream is surely established, then stop reading
+	// until the gateway's Send blocks in HTTP/2 flow control (the gateway
+	// runs in this process, so its goroutines are visible).
 	if _, err := stream.Recv(); err != nil {
 		t.Fatal(err)
+	}
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !stacksContain("(*writeQuota).get") {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the gateway's Send never blocked")
+		case <-tick.C:
+		}
 	}
 	took, logs := g.shutdown(t)
 	t.Logf("exited %v after SIGTERM", took)

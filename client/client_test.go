@@ -21,7 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sessiongate/sessiongate/client"
-	"github.com/sessiongate/sessiongate/client/internal/gatewaytest"
+	"github.com/sessiongate/sessiongate/client/gatewaytest"
 	gatewayv1 "github.com/sessiongate/sessiongate/gen/sessiongate/v1"
 )
 

@@ -1,6 +1,7 @@
 // Package gatewaytest runs a real sessiongate gateway binary in a child
 // process, on free loopback ports with its embedded reference runtime (demo
-// agents echo, sleep, stream, fail), for the client's tests and tools.
+// agents echo, sleep, stream, fail), for tests and tools that need a real
+// gateway (the client's tests, cmd/deadline-probe).
 //
 // Start builds the binary with `go build` unless $SESSIONGATE_GATEWAY_BIN
 // names one. One goroutine drains the gateway's log until it exits; Stop

@@ -54,9 +54,18 @@ func BenchmarkUnaryServerInterceptor(b *testing.B) {
 		})
 	}
 	run("bare", plain, handler, false)
-	run("default-budget", plain, handler, true)         // no deadline, no override: own timer
-	run("x-timeout-ms", withOverride, handler, true)    // explicit override: own timer
-	run("caller-deadline", withDeadline, handler, true) // caller's deadline governs: pass-through
+	run("default-budget", plain, handler, true)            // no deadline, no override: own timer
+	run("x-timeout-ms", withOverride, handler, true)       // explicit override: own timer
+	run("caller-deadline", withDeadline, handler, true)    // caller's deadline less the margin: own timer
+	b.Run("caller-deadline/margin-0", func(b *testing.B) { // caller's deadline governs: pass-through
+		unary := mustNew(b, timeoutprofile.WithDeadlineMargin(0)).UnaryServerInterceptor()
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := unary(withDeadline, req, info, handler); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	run("bare/handler-uses-Done", plain, usesDone, false)
 	run("default-budget/handler-uses-Done", plain, usesDone, true)
 

@@ -3,7 +3,8 @@
 // tool_call 30 s, …) instead of one universal timeout, callers may ask for
 // more or less within the profile's bounds, and a budget that runs out ends
 // the call with DEADLINE_EXCEEDED and details saying which profile, limit
-// and durations were involved.
+// and durations were involved — also when the budget is the caller's own
+// gRPC deadline, by ending the call a small margin before it.
 //
 // It depends on the standard library, grpc, protobuf and its own generated
 // types (timeoutprofile.v1) only. Prometheus metrics live in the
@@ -68,7 +69,12 @@
 // Each method is resolved once and cached; afterwards finding a call's
 // profile is an atomic load and a map lookup. Resolve and the
 // TimeoutProfileService (NewService) report the profile, the rule that
-// chose it (ProfileSource) and a reason.
+// chose it (ProfileSource) and a reason. The service's ResolveProfile
+// answers for the calling identity only (the WithCallerIdentity function
+// applied to the ResolveProfile call): its request may leave caller empty
+// or name that identity, and naming another caller is PERMISSION_DENIED,
+// so that no caller reads another's overrides. ListProfiles shows the
+// table without per-caller overrides.
 //
 // # Customisation and precedence
 //
@@ -93,6 +99,7 @@
 //	TIMEOUTPROFILE_<PROFILE>_MIN_MS         min_timeout_ms
 //	TIMEOUTPROFILE_<PROFILE>_MAX_MS         max_timeout_ms
 //	TIMEOUTPROFILE_<PROFILE>_ALLOW_INFINITE true or false
+//	TIMEOUTPROFILE_DEADLINE_MARGIN_MS       the deadline margin (0 to 1000; 0 = off)
 //
 // <PROFILE> is the upper-cased profile name, e.g.
 // TIMEOUTPROFILE_TOOL_CALL_MAX_MS. Only profiles that exist (standard or
@@ -108,6 +115,7 @@
 //
 //	{
 //	  "fallback": "default",
+//	  "deadline_margin_ms": 20,
 //	  "profiles": {
 //	    "tool_call": {"max_timeout_ms": 7200000},
 //	    "batch": {"default_timeout_ms": 600000, "min_timeout_ms": 1000,
@@ -132,7 +140,7 @@
 // method or a whole service to a profile. "streaming" sets streaming
 // policies (same keys; omitted fields are 0, i.e. not enforced). "callers"
 // overrides profile fields for one caller identity. "fallback" names the
-// fallback profile.
+// fallback profile. "deadline_margin_ms" sets the deadline margin (below).
 //
 // # The request of a call
 //
@@ -144,7 +152,9 @@
 // "no timeout". The caller's own deadline always still bounds the call: the
 // server may shorten it but never extends it — when clamping would (e.g. a
 // 200 ms deadline on a profile with a 1 s minimum) the caller's deadline is
-// kept, a warning logged and RuleKeptCallerDeadline counted.
+// kept, a warning logged and RuleKeptCallerDeadline counted. When the
+// caller's deadline is the effective budget it is shortened by the deadline
+// margin (below).
 //
 // Clamps and kept deadlines are logged through slog (WithLogger) at Warn,
 // at most once per WithLogInterval per method and rule, with the number
@@ -153,21 +163,21 @@
 // On the Go client, UnaryClientInterceptor gives a call without a deadline
 // the profile's default as its deadline, and CallTimeout sets both the
 // (clamped) deadline and x-timeout-ms; an allowed infinite request sends
-// x-timeout-ms: 0 and sets no deadline. Note that when the client's deadline
-// and the server's budget are equal, the client's usually fires first and
-// the caller sees a plain DEADLINE_EXCEEDED from its own transport; the
-// details arrive when the server's budget is the shorter one.
+// x-timeout-ms: 0 and sets no deadline. Its deadline and x-timeout-ms are
+// equal, so the server's deadline margin applies and the details arrive.
 //
 // # Enforcement
 //
-// When the budget ends before the caller's deadline (or the caller set
-// none), the handler runs under a context whose Deadline is the budget's
-// end and which, when it runs out, is cancelled like one from
+// The handler runs under a context whose Deadline is the budget's end and
+// which, when it runs out, is cancelled like one from
 // context.WithDeadlineCause: Err is context.DeadlineExceeded and
-// context.Cause is a *TimeoutError (which has a GRPCStatus method). When
-// the caller's deadline comes first, the handler gets the incoming context
-// unchanged. Either way a call whose budget ran out before its handler
-// returned ends with DEADLINE_EXCEEDED carrying a
+// context.Cause is a *TimeoutError (which has a GRPCStatus method). The
+// budget's end is the profile's when that comes more than the deadline
+// margin before the caller's deadline (or the caller set none), else the
+// caller's deadline less the margin (limit "caller_deadline"). With a
+// margin of 0 and the caller's deadline first, the handler gets the
+// incoming context unchanged. Either way a call whose budget ran out before
+// its handler returned ends with DEADLINE_EXCEEDED carrying a
 // timeoutprofile.v1.TimeoutExceeded and a google.rpc.ErrorInfo{reason:
 // "TIMEOUT_PROFILE_EXCEEDED", domain: "timeoutprofile"}, whatever the
 // handler returned; the message reads e.g. `timeout profile "tool_call"
@@ -185,7 +195,11 @@
 // Timeouts are retryable (SW4-002 §5.2). RetryServiceConfig builds a gRPC
 // service config with a retryPolicy on DEADLINE_EXCEEDED and UNAVAILABLE,
 // exponential backoff with gRPC's jitter, bounded attempts and a retry
-// budget (retryThrottling). gRPC's built-in retries share the call's
+// budget (retryThrottling). Its default policy is also the file
+// timeoutprofile/retry_service_config.json, for clients in other
+// languages: pass its text as the "grpc.service_config" channel option
+// (grpcio, @grpc/grpc-js). A test keeps the file equal to
+// RetryServiceConfig(RetryPolicy{}); go generate rewrites it. gRPC's built-in retries share the call's
 // deadline. For a budget per attempt use go-grpc-middleware v2's retry
 // interceptor outside this package's client interceptor:
 //

@@ -28,11 +28,11 @@ const (
 // holds for it.
 type TimeoutError struct {
 	Profile    string        // the profile the call ran under
-	Configured time.Duration // the limit that fired
+	Configured time.Duration // the limit that fired (for LimitCallerDeadline: the caller's deadline less the margin, from the start of the call)
 	Elapsed    time.Duration // time since the start of the call (since the last message for LimitGap)
 	Service    string        // fully qualified service name
 	Method     string        // method name
-	Limit      string        // LimitUnary, LimitInitial, LimitGap or LimitTotal
+	Limit      string        // LimitUnary, LimitInitial, LimitGap, LimitTotal or LimitCallerDeadline
 }
 
 // Error reads e.g. `timeout profile "tool_call" exceeded: 1000ms configured, 1003ms elapsed (unary)`.

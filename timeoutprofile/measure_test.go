@@ -3,10 +3,12 @@ package timeoutprofile_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -88,13 +90,21 @@ func TestMeasureDeadlineMargin(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%-9s %-7s %8s %8s %8s %8s %9s %12s", "load", "margin", "details", "bare", "cancel", "other", "details%", "bare<=200ms")
+	t.Logf("%-9s %-7s %8s %8s %8s %8s %9s %12s %9s %9s", "load", "margin", "details", "bare", "cancel", "other", "details%", "bare<=200ms", "need p50", "need p99")
 	for _, hogs := range loads {
+		var pooled []time.Duration
 		for _, margin := range margins {
 			o := sums[fmt.Sprint(hogs, margin)]
-			t.Logf("%-9s %-7v %8d %8d %8d %8d %8.1f%% %12d", hogs, margin, o.details, o.bare, o.cancelled, o.other,
-				100*float64(o.details)/float64(n*rounds), o.missedShort)
+			need := o.needed(margin)
+			if margin >= 50*time.Millisecond {
+				pooled = append(pooled, need...)
+			}
+			t.Logf("%-9s %-7v %8d %8d %8d %8d %8.1f%% %12d %9s %9s", hogs, margin, o.details, o.bare, o.cancelled, o.other,
+				100*float64(o.details)/float64(n*rounds), o.missedShort, percentile(need, 0.5), percentile(need, 0.99))
 		}
+		slices.Sort(pooled)
+		t.Logf("%-9s needed margin (ms), rows with margins >= 50ms, %d calls with deadlines >= margin+50ms: p50 %s, p90 %s, p99 %s, p99.9 %s",
+			hogs, len(pooled), percentile(pooled, 0.5), percentile(pooled, 0.9), percentile(pooled, 0.99), percentile(pooled, 0.999))
 	}
 	load, _ = os.ReadFile("/proc/loadavg")
 	t.Logf("loadavg at end: %s", strings.TrimSpace(string(load)))
@@ -115,6 +125,12 @@ func TestMeasureDeadlineMarginClient(t *testing.T) {
 	defer conn.Close()
 	o := runMarginCalls(t, conn, envInt(t, "TIMEOUTPROFILE_MEASURE_N", 400))
 	fmt.Printf("OUTCOMES %d %d %d %d %d\n", o.details, o.bare, o.cancelled, o.other, o.missedShort)
+	var b strings.Builder
+	b.WriteString("CALLS_US")
+	for _, c := range o.calls {
+		fmt.Fprintf(&b, " %d:%d:%v", c.deadline.Microseconds(), c.slack.Microseconds(), c.details)
+	}
+	fmt.Println(b.String())
 }
 
 func envInt(t *testing.T, key string, def int) int {
@@ -129,7 +145,17 @@ func envInt(t *testing.T, key string, def int) int {
 	return n
 }
 
-type marginOutcomes struct{ details, bare, cancelled, other, missedShort int }
+type marginOutcomes struct {
+	details, bare, cancelled, other, missedShort int
+	calls                                        []callOutcome
+}
+
+// callOutcome is one call: its deadline, whether it received the details,
+// and if so how long before its own deadline (slack).
+type callOutcome struct {
+	deadline, slack time.Duration
+	details         bool
+}
 
 func (o *marginOutcomes) add(p marginOutcomes) {
 	o.details += p.details
@@ -137,6 +163,42 @@ func (o *marginOutcomes) add(p marginOutcomes) {
 	o.cancelled += p.cancelled
 	o.other += p.other
 	o.missedShort += p.missedShort
+	o.calls = append(o.calls, p.calls...)
+}
+
+// needed returns, for calls made with margin m, the margin each call
+// needed to receive the details (m less its slack), sorted, with calls that
+// did not receive them counted as needing more than any. Calls with
+// deadlines under m+50ms are left out: the server may have ended them at
+// once, so their slack says nothing about the margin.
+func (o *marginOutcomes) needed(m time.Duration) []time.Duration {
+	var out []time.Duration
+	for _, c := range o.calls {
+		switch {
+		case c.deadline < m+50*time.Millisecond:
+		case c.details:
+			out = append(out, m-c.slack)
+		default:
+			out = append(out, time.Duration(math.MaxInt64))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// percentile formats the q-quantile of sorted needed margins in ms.
+func percentile(sorted []time.Duration, q float64) string {
+	if len(sorted) == 0 {
+		return "-"
+	}
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	if i < 0 {
+		i = 0
+	}
+	if sorted[i] == time.Duration(math.MaxInt64) {
+		return "miss"
+	}
+	return strconv.FormatFloat(float64(sorted[i])/float64(time.Millisecond), 'f', 1, 64)
 }
 
 // measureMargin runs one row of TestMeasureDeadlineMargin.
@@ -181,15 +243,29 @@ func measureMargin(t *testing.T, margin time.Duration, hogs string, n int, inpro
 		t.Fatalf("client process: %v\n%s", err, out)
 	}
 	var o marginOutcomes
+	found := false
 	for _, line := range strings.Split(string(out), "\n") {
-		if strings.HasPrefix(line, "OUTCOMES ") {
+		switch {
+		case strings.HasPrefix(line, "OUTCOMES "):
 			if _, err := fmt.Sscan(line[len("OUTCOMES "):], &o.details, &o.bare, &o.cancelled, &o.other, &o.missedShort); err != nil {
 				t.Fatalf("client process output %q: %v", line, err)
 			}
-			return o
+			found = true
+		case strings.HasPrefix(line, "CALLS_US"):
+			for _, f := range strings.Fields(line)[1:] {
+				var dl, slack int64
+				var c callOutcome
+				if _, err := fmt.Sscanf(strings.ReplaceAll(f, ":", " "), "%d %d %t", &dl, &slack, &c.details); err != nil {
+					t.Fatalf("client process output %q: %v", f, err)
+				}
+				c.deadline, c.slack = time.Duration(dl)*time.Microsecond, time.Duration(slack)*time.Microsecond
+				o.calls = append(o.calls, c)
+			}
 		}
 	}
-	t.Fatalf("client process printed no outcomes:\n%s", out)
+	if !found {
+		t.Fatalf("client process printed no outcomes:\n%s", out)
+	}
 	return o
 }
 
@@ -218,10 +294,13 @@ func runMarginCalls(t *testing.T, conn *grpc.ClientConn, n int) marginOutcomes {
 		calls.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), d)
 			defer cancel()
+			dl, _ := ctx.Deadline()
 			_, err := client.RunJob(ctx, &sessiongatev1.RunJobRequest{})
+			slack := time.Until(dl)
 			mu.Lock()
 			defer mu.Unlock()
 			_, details := timeoutprofile.FromError(err)
+			o.calls = append(o.calls, callOutcome{deadline: d, slack: slack, details: details})
 			switch code := status.Code(err); {
 			case code == codes.DeadlineExceeded && details:
 				o.details++

@@ -13,14 +13,19 @@ import (
 // The request is the x-timeout-ms metadata if present, else the time left
 // on the caller's deadline; it is clamped by the profile (SW4-002 §2.2) and
 // a call with no request gets the profile's default. The result never ends
-// after the caller's own deadline. When it ends earlier, the handler runs
-// under a context with that deadline, cancelled with a *TimeoutError cause;
-// otherwise the handler gets the incoming context unchanged, and the
-// caller's deadline governs. Either way a call whose budget ran out before
-// the handler returned — whatever the handler returned — ends with
-// DEADLINE_EXCEEDED carrying TimeoutExceeded and ErrorInfo details. A
-// malformed x-timeout-ms ends the call with INVALID_ARGUMENT before the
-// handler runs.
+// after the caller's own deadline. When it ends more than the deadline
+// margin (WithDeadlineMargin) before that deadline, the handler runs under
+// a context with that deadline, cancelled with a *TimeoutError cause.
+// Otherwise the caller's deadline is the budget: the handler runs under a
+// context whose deadline is the caller's less the margin, cancelled the
+// same way with limit "caller_deadline", so that the status leaves before
+// the caller's own timer fires; a call with no more than the margin left
+// ends at once, with the same status, without running the handler. With a
+// margin of 0 the handler gets the incoming context unchanged instead. In
+// every case a call whose budget ran out before the handler returned —
+// whatever the handler returned — ends with DEADLINE_EXCEEDED carrying
+// TimeoutExceeded and ErrorInfo details. A malformed x-timeout-ms ends the
+// call with INVALID_ARGUMENT before the handler runs.
 func (e *Enforcer) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 	return e.unaryServer
 }
@@ -78,7 +83,10 @@ func (e *Enforcer) unaryServer(ctx context.Context, req any, info *grpc.UnarySer
 // if the caller sent one (none for an allowed 0), else the policy's Total
 // (0 = none); the caller's deadline only bounds the stream and is not
 // clamped. A method without a policy is bounded as a whole, like a unary
-// call, with limit "total".
+// call, with limit "total". As for unary calls, when the caller's deadline
+// comes before the total (or there is none) the stream ends the deadline
+// margin before it, with limit "caller_deadline", or at once when no more
+// than the margin is left.
 //
 // When a limit fires the stream's context is cancelled with a
 // *TimeoutError cause, further SendMsg calls fail with the timeout status,

@@ -3,6 +3,12 @@
 // session to the caller that opened it, enforces the session caps, and closes
 // sessions that have been idle too long.
 //
+// The caps are a gateway/budget.Budget named "sessions" (MaxSessions, and
+// "sessions_per_caller" for MaxPerCaller): Open reserves a unit before it
+// dials, and the unit comes back when the dial fails or the session leaves
+// the table (Close, idle close, loss, Drain). A cap reached is a
+// *budget.ExceededError naming it.
+//
 // # Session ids
 //
 // An id is "s1.<instance>.<secret>": a format version, the id of the gateway

@@ -341,9 +341,7 @@ func (s *service) holdUntilEnd(sess *session.Session[*upstream.Conn], jobID stri
 	go func() {
 		defer s.bg.Done()
 		defer s.liveJobs.Release(sess.Caller, 1)
-		// Wait ends with the terminal, ErrUnknownJob or the session's end:
-		// Close, loss and Drain all end the session.
-		_, _ = sess.Conn.Wait(context.Background(), jobID)
+		waitJobEnd(sess.Conn, jobID)
 	}()
 }
 
@@ -381,6 +379,7 @@ func (s *service) RunJob(ctx context.Context, req *sessiongatev1.RunJobRequest) 
 		return nil, s.err(err)
 	}
 	if term.Error != nil {
+		forget(sess.Conn, acc.JobID)
 		return nil, jobErrorStatus(acc.JobID, term.Error)
 	}
 	resp := &sessiongatev1.RunJobResponse{JobId: acc.JobID}
@@ -388,6 +387,7 @@ func (s *service) RunJob(ctx context.Context, req *sessiongatev1.RunJobRequest) 
 		resp.Summary = term.Result.Summary
 		resp.Result, resp.RawResult = valueOrRaw(term.Result.Result)
 	}
+	forget(sess.Conn, acc.JobID) // the result now lives in resp only
 	return resp, nil
 }
 

@@ -8,7 +8,9 @@ google.protobuf.Value holds JSON, and its numbers are IEEE-754 doubles. So:
   2**53, else as ``float`` — so ``3`` comes back as ``3`` (and so does ``3.0``:
   the wire cannot tell them apart);
 * ``float('nan')`` and infinities are not JSON and raise ``ValueError``;
-* mapping keys must be ``str``; tuples are sent as lists.
+* mapping keys must be ``str``; tuples are sent as lists;
+* google.protobuf.Struct keeps no key order, so objects come back as dicts
+  with their keys sorted.
 """
 
 from __future__ import annotations
@@ -71,7 +73,8 @@ def from_value(v: struct_pb2.Value) -> Any:
     if kind == "bool_value":
         return v.bool_value
     if kind == "struct_value":
-        return {k: from_value(item) for k, item in v.struct_value.fields.items()}
+        fields = v.struct_value.fields
+        return {k: from_value(fields[k]) for k in sorted(fields)}
     if kind == "list_value":
         return [from_value(item) for item in v.list_value.values]
     return None  # null_value, or an unset Value

@@ -248,7 +248,8 @@ class ReadmeTest(unittest.TestCase):
             )
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertIn("{'hello': 'world', 'n': 3}", out.stdout)
-        self.assertIn("tool_call", out.stdout)
+        self.assertIn("JobResult(", out.stdout)
+        self.assertIn("timed out", out.stdout)
 
 
 if __name__ == "__main__":

@@ -47,7 +47,10 @@ function toValueInit(v: unknown, path: string): MessageInitShape<typeof ValueSch
   }
 }
 
-/** fromValue returns a google.protobuf.Value as a plain JSON value (an unset Value is null). */
+/**
+ * fromValue returns a google.protobuf.Value as a plain JSON value (an unset
+ * Value is null). Object keys come out sorted: a Struct keeps no key order.
+ */
 export function fromValue(v: Value | undefined): JsonValue {
   if (v === undefined) return null;
   const k = v.kind;
@@ -58,7 +61,8 @@ export function fromValue(v: Value | undefined): JsonValue {
       return k.value;
     case "structValue": {
       const out: { [key: string]: JsonValue } = {};
-      for (const [key, x] of Object.entries(k.value.fields)) out[key] = fromValue(x);
+      // google.protobuf.Struct keeps no key order: sort, for a stable result.
+      for (const key of Object.keys(k.value.fields).sort()) out[key] = fromValue(k.value.fields[key]);
       return out;
     }
     case "listValue":

@@ -38,6 +38,7 @@ it("runs the README's TypeScript example", { timeout: 120_000 }, async () => {
       strict: true,
       types: ["node"],
       skipLibCheck: true,
+      rootDir: dir,
       outDir: dir,
     });
     const diags = [...ts.getPreEmitDiagnostics(program), ...program.emit().diagnostics];

@@ -115,7 +115,7 @@
 //
 //	{
 //	  "fallback": "default",
-//	  "deadline_margin_ms": 20,
+//	  "deadline_margin_ms": 100,
 //	  "profiles": {
 //	    "tool_call": {"max_timeout_ms": 7200000},
 //	    "batch": {"default_timeout_ms": 600000, "min_timeout_ms": 1000,
@@ -189,6 +189,67 @@
 // between two ("gap") and a total ("total"): the clamped x-timeout-ms if
 // the caller sent one, else the policy's total. Without a policy the
 // profile's budget bounds the whole stream ("total").
+//
+// # The deadline margin
+//
+// A caller that sets only its own gRPC deadline (timeout= in Python,
+// deadline in Node, a context deadline in Go) would otherwise race the
+// server: the server's view of that deadline is a little later than the
+// caller's (it starts counting when the request arrives), the caller's own
+// timer fires first and it sees a bare DEADLINE_EXCEEDED without details —
+// or, in Node, CANCELLED, when grpc-go's RST_STREAM at the server's
+// deadline beats the client's timer. So when the caller's deadline is the
+// effective budget (it ends before the profile's budget, or within the
+// margin after it, or the caller sent only a deadline), the server
+// interceptors end the call the deadline margin before that deadline, with
+// DEADLINE_EXCEEDED and both details, limit "caller_deadline", configured
+// = the caller's remaining time less the margin. This shortens every such
+// caller's budget by the margin: the handler's context has the shortened
+// deadline, and handlers that pass it on pass the shortened one. The rule
+// "never extend a caller's deadline" holds: the end is always before the
+// caller's deadline. A call that arrives with no more than the margin left
+// ends at once with the same status (configured 0) and its handler does
+// not run: it could not both work and answer in time. The margin is
+// WithDeadlineMargin, the configuration's "deadline_margin_ms" or
+// TIMEOUTPROFILE_DEADLINE_MARGIN_MS (option > environment > file >
+// DefaultDeadlineMargin), 0 to 1000 ms; 0 turns it off and restores the
+// race.
+//
+// DefaultDeadlineMargin, 100 ms, comes from TestMeasureDeadlineMargin (run
+// it with TIMEOUTPROFILE_MEASURE=1 go test -run TestMeasureDeadlineMargin
+// -v -count=1 -timeout 30m ./timeoutprofile/): 400 concurrent calls per row
+// over loopback TCP, deadlines spread evenly over 50 ms–2 s, a handler that
+// waits for its context, Go clients in a separate process, three rounds
+// (1200 calls per row); a 2-core machine shared with other builds (load
+// average 9.5–11 throughout). Calls that received the details out of 1200;
+// none ended CANCELLED or otherwise:
+//
+//	margin   no extra load   2 hog processes   2 hog goroutines in the server
+//	0 ms        4 (0.3%)        4 (0.3%)           0 (0%)
+//	5 ms      107 (8.9%)       98 (8.2%)          15 (1.2%)
+//	10 ms    1056 (88.0%)     534 (44.5%)         28 (2.3%)
+//	20 ms    1195 (99.6%)     774 (64.5%)        238 (19.8%)
+//	30 ms    1195 (99.6%)    1193 (99.4%)        303 (25.2%)
+//	50 ms    1196 (99.7%)    1146 (95.5%)        702 (58.5%)
+//	100 ms   1200 (100%)     1182 (98.5%)       1038 (86.5%)
+//	200 ms   1200 (100%)     1200 (100%)        1153 (96.1%)
+//
+// Three earlier runs (same setup, 800–1200 calls per row) agree on the
+// shape, not on the tail: the misses at larger margins come in bursts, when
+// the shared machine stalls a process for longer than the margin. Pooled
+// over all four runs (4400 calls per row), the details arrived for: with
+// no extra load 95.6% at 20 ms, 99.8% at 30 ms, 98.9% at 50 ms, 100% at 100
+// and 200 ms; with two hog processes 97.9% at 30 ms, 96.5% at 50 ms, 99.2%
+// at 100 ms, 99.5% at 200 ms. The margin each call needed (its margin less
+// how early its details arrived) had a median of 8–13 ms and a 90th
+// percentile of 30–33 ms, with or without the hog processes. 100 ms is the
+// smallest margin with at least 99% pooled under both loads; it leaves
+// headroom over the 30 ms that an unloaded run needs, for slower client
+// runtimes (Python, Node), while larger margins buy little (200 ms: 99.5%).
+// A server saturated by its own goroutines is different: it reads requests
+// late, so its view of each caller's deadline is later by that delay
+// (median 55 ms here) and no fixed margin keeps up (200 ms: 96.1%); do not
+// run a server at full CPU and expect details.
 //
 // # Retries
 //

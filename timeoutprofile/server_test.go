@@ -237,8 +237,11 @@ func TestCallerDeadlineNeverExtended(t *testing.T) {
 	var logs syncBuffer
 	obs := newTestObserver()
 	minTwoSeconds := timeoutprofile.Profile{Name: "tool_call", Default: 5 * time.Second, Min: 2 * time.Second, Max: time.Minute}
+	// Without the deadline margin, which could leave a 150 ms caller no time
+	// at all on a loaded machine; TestDeadlineMarginUnary covers this rule
+	// with it.
 	e := mustNew(t, timeoutprofile.WithProfile(minTwoSeconds), timeoutprofile.WithObserver(obs),
-		timeoutprofile.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+		timeoutprofile.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))), timeoutprofile.WithDeadlineMargin(0))
 	left := make(chan time.Duration, 1)
 	conn := serve(t, e, &gateway{runJob: func(ctx context.Context, _ *sessiongatev1.RunJobRequest) (*sessiongatev1.RunJobResponse, error) {
 		dl, ok := ctx.Deadline()

@@ -34,6 +34,12 @@ type Config struct {
 	MaxFrameBytes     int64         // WebSocket read limit and largest frame sent, default 16 MiB
 	MaxTombstones     int           // tombstones per connection, default 100,000; beyond it the soonest-expiring is evicted and counted
 	JobRetention      time.Duration // how long a finished job stays watchable, default 5 min
+	MaxResultBytes    int64         // largest streamed result (§8.4) assembled for Wait, default 16 MiB
+
+	// KeyNamespace is the identity of the caller the session belongs to.
+	// Callers' idempotency keys are sent namespaced by it, so two callers
+	// sharing one upstream principal never share a job through a key.
+	KeyNamespace string
 
 	Counters   *Counters // shared across connections for metrics; nil = private
 	Logger     *slog.Logger
@@ -50,10 +56,14 @@ type knobs struct {
 	ackBatch       uint64        // ack at once after this many events
 	pressureGrace  time.Duration // how long back-pressure may last before the slowest watcher fails
 	noTraceIDs     bool          // do not stamp submits with trace ids (tests the pure FIFO)
+	noAutoKeys     bool          // do not give keyless submits a key of the gateway's
+	reorderWindow  int           // sequenced frames held to restore event_seq order
+	reorderHold    time.Duration // longest a hole in event_seq may stay open
 }
 
 // DefaultFeatures are requested when Config.Features is nil.
-var DefaultFeatures = []string{arcp.FeatureHeartbeat, arcp.FeatureAck, arcp.FeatureListJobs, arcp.FeatureSubscribe}
+// result_chunk is assembled for Wait (see Terminal.Assembled).
+var DefaultFeatures = []string{arcp.FeatureHeartbeat, arcp.FeatureAck, arcp.FeatureListJobs, arcp.FeatureSubscribe, arcp.FeatureResultChunk}
 
 // Defaults.
 const (
@@ -67,6 +77,7 @@ const (
 	DefaultMaxFrameBytes     = 16 << 20
 	DefaultMaxTombstones     = 100_000
 	DefaultJobRetention      = 5 * time.Minute
+	DefaultMaxResultBytes    = 16 << 20
 
 	// minFrameBytes keeps the read limit large enough for a welcome.
 	minFrameBytes = 1 << 10
@@ -113,6 +124,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxTombstones == 0 {
 		c.MaxTombstones = DefaultMaxTombstones
 	}
+	if c.MaxResultBytes == 0 {
+		c.MaxResultBytes = DefaultMaxResultBytes
+	}
 	if c.Counters == nil {
 		c.Counters = &Counters{}
 	}
@@ -129,6 +143,10 @@ func (c Config) withDefaults() Config {
 	if k.ackBatch == 0 {
 		k.ackBatch = 32
 	}
+	if k.reorderWindow == 0 {
+		k.reorderWindow = 64
+	}
+	setDur(&k.reorderHold, time.Second)
 	if k.housekeeping == 0 {
 		ttl := tombstone.TTLWithSlack(c.RequestTimeout, c.InitTimeout, c.BackoffMax, 0, k.tombstoneSlack)
 		k.housekeeping = min(max(ttl/16, 5*time.Millisecond), time.Second)

@@ -2,6 +2,8 @@ package upstream
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/sessiongate/sessiongate/gateway/arcp"
 	"github.com/sessiongate/sessiongate/gateway/tombstone"
+	"github.com/sessiongate/sessiongate/gateway/upstream/internal/correlate"
 )
 
 // HeartbeatIntervalMSExtension is the welcome extension carrying the exact
@@ -43,6 +46,7 @@ type Conn struct {
 	feat       featureSet
 	welcome    arcp.Welcome // the first welcome
 	defaultTTL time.Duration
+	keyNS      string    // prefix of callers' idempotency keys on the wire
 	epoch      time.Time // origin of the monotonic clock readings below
 
 	// Lifetime. ctx is the parent of every transport context; cancel is the
@@ -78,10 +82,15 @@ type Conn struct {
 	hbInterval   time.Duration
 	tokens       []string // resume tokens seen, newest last (bounded; for tests)
 	out          outbox
-	spaceCh      chan struct{} // closed and replaced when the outbox frees space
-	ctrl         [][]byte      // own frames for the current transport
-	fifo         fifo
-	pending      map[string]*request // sent, unanswered requests by envelope id
+	spaceCh      chan struct{}                  // closed and replaced when the outbox frees space
+	ctrl         [][]byte                       // own frames for the current transport
+	core         *correlate.Core                // who every answer belongs to (see package correlate)
+	seqr         *correlate.Sequencer[seqFrame] // event_seq order with a bounded reorder window
+	subs         map[correlate.ID]*request      // submits the core may still deliver or fail
+	nextCID      correlate.ID
+	curAccept    *arcp.Accepted      // the job.accepted being handed to the core
+	coreSeen     correlate.Counters  // the core's counters when last added to ctr
+	pending      map[string]*request // sent, unanswered requests other than submits, by envelope id
 	jobs         map[string]*job     // live and finished (until JobRetention) jobs
 	live         map[*job]struct{}   // the live ones
 	finished     jobQueue            // the finished ones, oldest first
@@ -94,11 +103,12 @@ type Conn struct {
 	ackWanted    bool // the writer should send an ack
 	ackPaused    bool // back-pressure: do not ack
 	pausedAt     time.Time
-	echoTrace    bool // the runtime was seen copying our trace ids onto job.accepted
-	progressless int  // consecutive gap/oversize drops without a new event
+	progressless int // consecutive gap/oversize drops without a new event
 	lastDropSeq  uint64
-	orphans      []string            // orphan job ids cancelled, newest last (bounded; for tests)
-	orphanWait   map[string]struct{} // orphans whose cancel is not confirmed yet: re-sent after a resume
+	orphans      []string      // orphan job ids cancelled, newest last (bounded; for tests)
+	byeQueued    bool          // closing: session.close was refused, session.bye queued
+	closeReason  string        // reason sent with session.close / session.bye
+	flushCh      chan struct{} // closed when the writer finds nothing left to send
 	hbLost       []heartbeatLoss
 }
 
@@ -129,6 +139,7 @@ func Dial(ctx context.Context, cfg Config) (*Conn, error) {
 
 	c.mu.Lock()
 	c.recordWelcomeLocked(hs)
+	c.core.Connected()
 	t := c.newTransportLocked(hs)
 	c.mu.Unlock()
 	c.moveTo(StateReady)
@@ -151,9 +162,23 @@ func newConn(cfg Config) *Conn {
 		pending:    make(map[string]*request),
 		jobs:       make(map[string]*job),
 		live:       make(map[*job]struct{}),
-		orphanWait: make(map[string]struct{}),
+		subs:       make(map[correlate.ID]*request),
 	}
 	c.defaultTTL = cfg.tombstoneTTL(0)
+	c.core = correlate.New(correlate.Config{
+		BarrierTimeout: cfg.RequestTimeout,
+		TraceTTL:       c.defaultTTL,
+		MaxUnclaimed:   cfg.MaxTombstones,
+	})
+	c.seqr = correlate.NewSequencer[seqFrame](correlate.SeqConfig{
+		Window:      cfg.knobs.reorderWindow,
+		WindowBytes: int(min(cfg.MaxBufferedBytes, 4<<20)),
+		MaxHold:     cfg.knobs.reorderHold,
+	}, 0)
+	if cfg.KeyNamespace != "" {
+		sum := sha256.Sum256([]byte(cfg.KeyNamespace))
+		c.keyNS = "sg1." + base64.RawURLEncoding.EncodeToString(sum[:12]) + "."
+	}
 	c.tombs = tombstone.New(cfg.MaxTombstones,
 		tombstone.WithResolution(min(max(c.defaultTTL/64, time.Millisecond), time.Second)))
 	c.ctx, c.cancel = context.WithCancel(context.Background())
@@ -179,9 +204,9 @@ func (c *Conn) recordWelcomeLocked(hs *handshakeResult) {
 	if len(c.tokens) > 256 {
 		c.tokens = slices.Delete(c.tokens, 0, len(c.tokens)-256)
 	}
-	c.resumeWindow = time.Duration(hs.welcome.ResumeWindowSec) * time.Second
-	if c.resumeWindow <= 0 {
-		c.resumeWindow = 600 * time.Second
+	c.resumeWindow = 600 * time.Second
+	if hs.welcome.ResumeWindowSec > 0 {
+		c.resumeWindow = clampDuration(float64(hs.welcome.ResumeWindowSec), time.Second, minResumeWindow, maxResumeWindow)
 	}
 	c.hbInterval = hs.heartbeat
 	rt := hs.welcome.Runtime
@@ -191,16 +216,34 @@ func (c *Conn) recordWelcomeLocked(hs *handshakeResult) {
 // heartbeatInterval reads the welcome's interval: the millisecond extension
 // when present, else heartbeat_interval_sec, else the protocol's default 30 s.
 func heartbeatInterval(env *arcp.Envelope, w *arcp.Welcome) time.Duration {
+	// Numbers from the runtime are clamped: 1e10 seconds must not
+	// overflow into a negative interval (and a ping storm).
 	if raw, ok := env.Extensions[HeartbeatIntervalMSExtension]; ok {
-		var ms int64
+		var ms float64
 		if json.Unmarshal(raw, &ms) == nil && ms > 0 {
-			return time.Duration(ms) * time.Millisecond
+			return clampDuration(ms, time.Millisecond, minHeartbeat, maxHeartbeat)
 		}
 	}
 	if w.HeartbeatIntervalSec > 0 {
-		return time.Duration(w.HeartbeatIntervalSec) * time.Second
+		return clampDuration(float64(w.HeartbeatIntervalSec), time.Second, minHeartbeat, maxHeartbeat)
 	}
 	return 30 * time.Second
+}
+
+// Bounds on the numbers a welcome may set.
+const (
+	minHeartbeat    = 10 * time.Millisecond
+	maxHeartbeat    = time.Hour
+	minResumeWindow = time.Second
+	maxResumeWindow = 24 * time.Hour
+)
+
+// clampDuration returns n units clamped to [lo, hi] without overflowing.
+func clampDuration(n float64, unit, lo, hi time.Duration) time.Duration {
+	if n != n || n*float64(unit) >= float64(hi) {
+		return hi
+	}
+	return max(time.Duration(n*float64(unit)), lo)
 }
 
 // Status returns a snapshot: atomic loads only, no lock, no traffic.
@@ -246,9 +289,21 @@ func (c *Conn) Err() error {
 // connection's goroutines. When ctx ends first the transport is closed at
 // once. Close is idempotent; only the first call reports an unclean close.
 func (c *Conn) Close(ctx context.Context) error {
+	return c.CloseWithReason(ctx, "")
+}
+
+// CloseWithReason is Close, with the reason sent to the runtime in
+// session.close (and session.bye).
+func (c *Conn) CloseWithReason(ctx context.Context, reason string) error {
 	first := false
 	c.closeOnce.Do(func() {
 		first = true
+		if reason == "" {
+			reason = "client closing"
+		}
+		c.mu.Lock()
+		c.closeReason = reason
+		c.mu.Unlock()
 		c.closeCancel()
 	})
 	stop := context.AfterFunc(ctx, c.cancel)

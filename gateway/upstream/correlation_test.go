@@ -241,8 +241,10 @@ func TestTombstoneTTLForLongCalls(t *testing.T) {
 
 // TestFIFOStallDropsTransport: a tombstoned submit the runtime never answers
 // must not expire out of the FIFO (that would shift later accepts onto the
-// wrong callers); past its TTL the transport is dropped and resumed, which
-// empties the old generation's FIFO.
+// wrong callers). While a patient caller waits behind it nothing is
+// dropped: one impatient caller does not bound the others, and the patient
+// one gets its own job. Once nobody live waits and the slot is past its TTL,
+// the transport is dropped and resumed.
 func TestFIFOStallDropsTransport(t *testing.T) {
 	srv := runtimeServer(t, arcpruntime.Options{})
 	rt := srv.Runtime()
@@ -254,7 +256,7 @@ func TestFIFOStallDropsTransport(t *testing.T) {
 	c := dial(t, cfg)
 	ctx := testCtx(t, 10*time.Second)
 
-	rt.SetAcceptDelay(5 * time.Second) // far beyond the 260ms TTL
+	rt.SetAcceptDelay(600 * time.Millisecond) // beyond the 260ms TTL
 	sctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 	_, err := c.Submit(sctx, arcp.Submit{Agent: "echo"})
 	cancel()
@@ -265,33 +267,39 @@ func TestFIFOStallDropsTransport(t *testing.T) {
 	if _, ok := c.HeadTombstone(); !ok {
 		t.Fatal("the abandoned submit did not keep its FIFO slot")
 	}
-	// A second caller queues behind the tombstone in the same generation.
-	type result struct {
-		acc arcp.Accepted
-		err error
+	// A second caller queues behind the tombstone in the same generation,
+	// with budget to spare: the head's TTL passes, nothing is dropped.
+	acc, err := c.Submit(ctx, arcp.Submit{Agent: "echo", Input: mustJSON(t, "second")})
+	if err != nil {
+		t.Fatalf("patient Submit behind an expired tombstone: %v", err)
 	}
-	second := make(chan result, 1)
-	go func() {
-		acc, err := c.Submit(ctx, arcp.Submit{Agent: "echo", Input: mustJSON(t, "second")})
-		second <- result{acc, err}
-	}()
+	if d := time.Since(gaveUp); d < 260*time.Millisecond {
+		t.Fatalf("answered after %v: the test did not outlive the tombstone's TTL", d)
+	}
+	if in, _ := rt.JobInput(acc.JobID); string(in) != `"second"` {
+		t.Fatalf("the patient caller got a job with input %s", in)
+	}
+	if n := cfgCounters(c).FIFOStalls.Load(); n != 0 || c.Status().Generation != 1 {
+		t.Fatalf("FIFOStalls = %d, generation %d: the transport was dropped under a patient caller", n, c.Status().Generation)
+	}
+
+	// Alone, an abandoned head past its TTL is a stall: the transport goes.
+	rt.SetAcceptDelay(5 * time.Second)
+	sctx, cancel = context.WithTimeout(ctx, 20*time.Millisecond)
+	_, err = c.Submit(sctx, arcp.Submit{Agent: "echo"})
+	cancel()
+	gaveUp = time.Now()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Submit err = %v", err)
+	}
 	waitFor(ctx, t, "the FIFO stall to drop the transport", func() bool {
 		return cfgCounters(c).FIFOStalls.Load() == 1 && c.Status().Generation == 2 && c.Status().State == upstream.StateReady
 	})
 	if d := time.Since(gaveUp); d < 260*time.Millisecond {
 		t.Fatalf("slot dropped after %v, before its TTL", d)
 	}
-	// The second submit was sent in generation 1: its answer is lost with
-	// the transport, so its outcome is unknown — never the tombstone's job.
-	r := <-second
-	if !errors.Is(r.err, upstream.ErrOutcomeUnknown) {
-		t.Fatalf("second Submit = %+v, %v; want ErrOutcomeUnknown", r.acc, r.err)
-	}
-	if c.FIFOLen() != 0 {
-		t.Fatalf("FIFO of the new generation holds %d", c.FIFOLen())
-	}
 	rt.SetAcceptDelay(0)
-	acc, err := c.Submit(ctx, arcp.Submit{Agent: "echo", Input: mustJSON(t, "third")})
+	acc, err = c.Submit(ctx, arcp.Submit{Agent: "echo", Input: mustJSON(t, "third")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,8 +410,8 @@ func TestLateRejectionOfTombstone(t *testing.T) {
 
 // TestUnreadableAcceptDropsTransport: an accept that cannot be read while a
 // submit waits could be that submit's answer or junk; the connection does
-// not guess. It drops the transport, and the waiting submit's outcome is
-// unknown — it never receives the next job's accept.
+// not guess. It drops the transport; after the resume the waiting submit is
+// reconciled (written again under its idempotency key) and gets its own job.
 func TestUnreadableAcceptDropsTransport(t *testing.T) {
 	srv := runtimeServer(t, arcpruntime.Options{})
 	rt := srv.Runtime()
@@ -411,8 +419,10 @@ func TestUnreadableAcceptDropsTransport(t *testing.T) {
 	ctx := testCtx(t, 10*time.Second)
 	rt.SetAcceptDelay(300 * time.Millisecond)
 	done := make(chan error, 1)
+	accs := make(chan arcp.Accepted, 1)
 	go func() {
-		_, err := c.Submit(ctx, arcp.Submit{Agent: "echo"})
+		acc, err := c.Submit(ctx, arcp.Submit{Agent: "echo", Input: mustJSON(t, "mine")})
+		accs <- acc
 		done <- err
 	}()
 	waitFor(ctx, t, "the submit to be sent", func() bool { return c.FIFOLen() == 1 })
@@ -421,8 +431,12 @@ func TestUnreadableAcceptDropsTransport(t *testing.T) {
 	if err := rt.InjectFrame(sid, []byte(bad), false); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-done; !errors.Is(err, upstream.ErrOutcomeUnknown) {
-		t.Fatalf("Submit err = %v, want ErrOutcomeUnknown", err)
+	acc := <-accs
+	if err := <-done; err != nil {
+		t.Fatalf("Submit err = %v, want its own job after reconciliation", err)
+	}
+	if in, _ := rt.JobInput(acc.JobID); string(in) != `"mine"` {
+		t.Fatalf("reconciled submit got a job with input %s", in)
 	}
 	rt.SetAcceptDelay(0)
 	waitFor(ctx, t, "the resume", func() bool { return c.Status().Generation == 2 && c.Status().State == upstream.StateReady })
@@ -433,7 +447,7 @@ func TestUnreadableAcceptDropsTransport(t *testing.T) {
 
 // TestUndecodableFrameWhileSubmitWaits: a frame that does not decode at all
 // might have been the waiting submit's accept: the transport is dropped
-// rather than risk shifting the FIFO.
+// rather than risk shifting the FIFO, and the submit is reconciled.
 func TestUndecodableFrameWhileSubmitWaits(t *testing.T) {
 	srv := runtimeServer(t, arcpruntime.Options{})
 	rt := srv.Runtime()
@@ -452,8 +466,11 @@ func TestUndecodableFrameWhileSubmitWaits(t *testing.T) {
 	if err := rt.InjectFrame(sid, []byte(bad), false); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-done; !errors.Is(err, upstream.ErrOutcomeUnknown) {
-		t.Fatalf("Submit err = %v, want ErrOutcomeUnknown", err)
+	if err := <-done; err != nil {
+		t.Fatalf("Submit err = %v, want its own job after reconciliation", err)
+	}
+	if g := c.Status().Generation; g < 2 {
+		t.Fatalf("generation %d: the transport was not dropped", g)
 	}
 	rt.SetAcceptDelay(0)
 }

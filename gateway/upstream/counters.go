@@ -7,9 +7,14 @@ import "sync/atomic"
 // scrape time; each field is an independent atomic counter.
 type Counters struct {
 	// Answers.
-	LateAnswers     atomic.Uint64 // answers and events matching no live caller or job (tombstoned or unknown)
-	StaleGeneration atomic.Uint64 // frames dropped because they came from a transport already given up, or an accept proven to belong to an older generation
-	OutcomeUnknown  atomic.Uint64 // submits failed with ErrOutcomeUnknown
+	LateAnswers      atomic.Uint64 // answers and events matching no live caller or job (tombstoned or unknown)
+	StaleGeneration  atomic.Uint64 // frames dropped because they came from a transport already given up, or an accept proven to belong to an older generation
+	OutcomeUnknown   atomic.Uint64 // submits failed with ErrOutcomeUnknown
+	Resends          atomic.Uint64 // submits written again under their idempotency key after a resume
+	JobIDReused      atomic.Uint64 // accepts naming another submit's job id (the submit fails with ErrOutcomeUnknown)
+	DuplicateAnswers atomic.Uint64 // second answers to one submit (an earlier write and its resend)
+	BarrierTimeouts  atomic.Uint64 // reconciliation barriers the runtime left unanswered (the transport is dropped)
+	ReconciledByList atomic.Uint64 // submits lost with a transport and found by trace id in a list_jobs answer
 
 	// Frames.
 	MalformedFrames    atomic.Uint64 // undecodable envelopes, wrong session_id, undecodable payloads
@@ -18,7 +23,8 @@ type Counters struct {
 	UnknownTypes       atomic.Uint64 // envelopes of a type ARCP 1.1 does not define (ignored)
 	ProtocolViolations atomic.Uint64 // known types the runtime must not send now (ignored), out-of-order accepts
 	DuplicateEvents    atomic.Uint64 // sequenced envelopes with event_seq ≤ last_event_seq (dropped)
-	SequenceGaps       atomic.Uint64 // event_seq jumps (the transport is dropped and resumed)
+	SequenceGaps       atomic.Uint64 // event_seq holes that did not close within the reorder window (the transport is dropped and resumed)
+	ReorderedEvents    atomic.Uint64 // sequenced envelopes that arrived ahead of a hole and were held until it closed
 	ControlDrops       atomic.Uint64 // own control frames (pongs, orphan cancels) dropped at the queue cap
 
 	// Transport.

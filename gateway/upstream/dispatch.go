@@ -1,15 +1,27 @@
 package upstream
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sessiongate/sessiongate/gateway/arcp"
+	"github.com/sessiongate/sessiongate/gateway/upstream/internal/correlate"
 )
 
-// handle dispatches one decoded envelope read from transport t.
+// seqFrame is a sequenced envelope held by the reorder window.
+type seqFrame struct {
+	env  *arcp.Envelope
+	size int
+}
+
+// handle dispatches one decoded envelope read from transport t. Every
+// decision about who an answer belongs to is the correlation core's; handle
+// feeds it and carries out its actions.
 func (c *Conn) handle(t *transport, env *arcp.Envelope, size int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -39,7 +51,13 @@ func (c *Conn) handle(t *transport, env *arcp.Envelope, size int) {
 	case arcp.TypeEvent, arcp.TypeResult, arcp.TypeJobError:
 		c.onSequencedLocked(t, env, size)
 	case arcp.TypeCancelled:
-		c.onCancelledLocked(env)
+		if env.EventSeq > 0 {
+			// The Go SDK stamps job.cancelled with an event_seq: it takes
+			// its place in the sequence.
+			c.onSequencedLocked(t, env, size)
+		} else {
+			c.onCancelledLocked(env)
+		}
 	case arcp.TypeJobs:
 		c.onJobsLocked(t, env)
 	case arcp.TypeSubscribed:
@@ -54,35 +72,172 @@ func (c *Conn) handle(t *transport, env *arcp.Envelope, size int) {
 			c.ctr.UnknownTypes.Add(1)
 		}
 	}
+	c.applyLocked(t)
 }
 
-// matchAcceptLocked finds the submit a job.accepted answers. ARCP answers
-// submits in order, so it is the FIFO's head. When the runtime has been seen
-// to copy our per-submit trace ids onto job.accepted, the trace id is
-// checked too: an accept whose trace id names another waiting submit goes to
-// that submit (and is counted as a protocol violation), and one whose trace
-// id names no waiting submit belongs to an older generation (stale=true).
-func (c *Conn) matchAcceptLocked(trace string) (r *request, stale bool) {
-	head := c.fifo.front()
-	if head == nil {
-		return nil, false
+// applyLocked carries out the correlation core's actions. t is the current
+// transport (nil when there is none).
+func (c *Conn) applyLocked(t *transport) {
+	var resend []*request
+	for _, a := range c.core.Actions() {
+		switch a.Kind {
+		case correlate.Deliver:
+			c.deliverLocked(a.ID, a.Job)
+		case correlate.Fail:
+			r := c.subs[a.ID]
+			if r == nil {
+				continue
+			}
+			delete(c.subs, a.ID)
+			err := a.Err
+			if errors.Is(err, correlate.ErrJobIDReused) {
+				c.ctr.JobIDReused.Add(1)
+				err = fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+			}
+			c.finishRequestLocked(r, err)
+		case correlate.Cancel:
+			c.cancelJobLocked(a.Job)
+		case correlate.Discard:
+			if j := c.jobs[a.Job]; j != nil && j.held {
+				c.removeJobLocked(j)
+			}
+		case correlate.Resend:
+			r := c.subs[a.ID]
+			if r == nil || r.state == stateQueued {
+				continue // gone, or still queued from an earlier resend
+			}
+			r.env.ID = arcp.NewID()
+			data, err := arcp.Encode(r.env)
+			if err != nil {
+				continue
+			}
+			r.id, r.frame, r.state = r.env.ID, data, stateQueued
+			c.ctr.Resends.Add(1)
+			resend = append(resend, r)
+		case correlate.WriteBarrier:
+			c.queueCtrlLocked(c.barrierFrame(a.Req))
+		case correlate.Drop:
+			if t == nil {
+				t = c.tr
+			}
+			if t != nil {
+				cause := a.Err
+				if cause == nil {
+					cause = errReconcile
+				}
+				c.dropLocked(t, cause, false)
+			}
+		case correlate.Lost:
+			if c.fatal == nil {
+				code := arcp.CodeInternalError
+				var ae *arcp.Error
+				if errors.As(a.Err, &ae) {
+					code = arcp.NormalizeCode(ae.Code)
+				}
+				c.fatal = &LostError{Code: code, Err: a.Err}
+			}
+			if t == nil {
+				t = c.tr
+			}
+			if t != nil {
+				c.dropLocked(t, errSessionEnded, false)
+			}
+		}
 	}
-	if trace == "" || head.traceID == "" {
-		return head, false
+	if len(resend) > 0 {
+		c.out.pushFront(resend)
 	}
-	if trace == head.traceID {
-		c.echoTrace = true
-		return head, false
+	c.syncCoreCountersLocked()
+	if c.out.live > 0 && c.core.MayWriteSubmits() {
+		c.wakeWriter()
 	}
-	if !c.echoTrace {
-		// The runtime sets trace ids of its own: position is all we have.
-		return head, false
+}
+
+// syncCoreCountersLocked adds what the core counted since the last call to
+// the connection's exported counters.
+func (c *Conn) syncCoreCountersLocked() {
+	now := c.core.Counters()
+	was := c.coreSeen
+	c.coreSeen = now
+	c.ctr.LateAnswers.Add(now.LateAnswers - was.LateAnswers)
+	c.ctr.StaleGeneration.Add(now.StaleAnswers - was.StaleAnswers)
+	c.ctr.ProtocolViolations.Add(now.OrderViolations - was.OrderViolations)
+	c.ctr.FIFOStalls.Add(now.FIFOStalls - was.FIFOStalls)
+	c.ctr.DuplicateAnswers.Add(now.DuplicateAnswers - was.DuplicateAnswers)
+	c.ctr.BarrierTimeouts.Add(now.BarrierTimeouts - was.BarrierTimeouts)
+	c.ctr.ReconciledByList.Add(now.ReconciledByList - was.ReconciledByList)
+}
+
+// deliverLocked hands job to the submit id: its job.accepted (when it was
+// the accept being handled) or a record made from the job id (when the job
+// was found by a list_jobs answer).
+func (c *Conn) deliverLocked(id correlate.ID, jobID string) {
+	r := c.subs[id]
+	if r == nil {
+		return
 	}
-	if r := c.fifo.findTrace(trace); r != nil {
-		c.ctr.ProtocolViolations.Add(1)
-		return r, false
+	delete(c.subs, id)
+	acc := arcp.Accepted{JobID: jobID}
+	if c.curAccept != nil && c.curAccept.JobID == jobID {
+		acc = *c.curAccept
 	}
-	return nil, true
+	if j := c.jobs[jobID]; j == nil {
+		// A job id tombstoned as an orphan and now claimed by its own
+		// caller (an idempotent retry) is revived for that caller.
+		c.tombs.Take(jobID, time.Now())
+		c.addJobLocked(jobID)
+	} else if j.held {
+		j.held = false // its held events are the caller's now
+	}
+	r.acc = acc
+	c.finishRequestLocked(r, nil)
+}
+
+// cancelJobLocked sends job.cancel for a job the core decided to cancel. A
+// job nobody owns (an orphan, or held and unclaimed) is tombstoned so that
+// its events and terminal are dropped as late answers; a caller's own job
+// (a cancel the caller could not wait for) keeps its log.
+func (c *Conn) cancelJobLocked(jobID string) {
+	if !c.queueCtrlLocked(c.orphanCancelFrame(jobID)) {
+		return // the core asks again after the next resume
+	}
+	if j := c.jobs[jobID]; j != nil && !j.held {
+		return
+	} else if j != nil {
+		c.removeJobLocked(j)
+	}
+	c.insertTombLocked(jobID, c.defaultTTL, time.Now())
+	c.ctr.OrphansCancelled.Add(1)
+	c.orphans = append(c.orphans, jobID)
+	if len(c.orphans) > 1<<16 {
+		c.orphans = slices.Delete(c.orphans, 0, len(c.orphans)-1<<15)
+	}
+}
+
+// barrierFrame is the reconciliation barrier: a request the runtime answers
+// in order with submits. session.list_jobs when negotiated (its answer also
+// binds lost submits by trace id), else a job.cancel for a job id that
+// cannot exist (answered with session.error{JOB_NOT_FOUND, request_id}).
+func (c *Conn) barrierFrame(req string) []byte {
+	var env *arcp.Envelope
+	var err error
+	if c.feat.listJobs {
+		env, err = arcp.New(arcp.TypeListJobs, c.sessionID, arcp.ListJobs{Limit: 1000})
+	} else {
+		env, err = arcp.New(arcp.TypeCancel, c.sessionID, arcp.Cancel{Reason: "sessiongate: reconciliation barrier"})
+		if env != nil {
+			env.JobID = "sessiongate-barrier-" + req
+		}
+	}
+	if err != nil {
+		return nil
+	}
+	env.ID = req
+	data, err := arcp.Encode(env)
+	if err != nil {
+		return nil
+	}
+	return data
 }
 
 func (c *Conn) onAcceptedLocked(t *transport, env *arcp.Envelope) {
@@ -99,91 +254,26 @@ func (c *Conn) onAcceptedLocked(t *transport, env *arcp.Envelope) {
 	if trace == "" {
 		trace = env.TraceID
 	}
-	now := time.Now()
-	r, stale := c.matchAcceptLocked(trace)
-	if r == nil {
-		// An accept nobody in this generation waits for.
-		if stale {
-			c.ctr.StaleGeneration.Add(1)
-		} else {
-			c.ctr.LateAnswers.Add(1)
-		}
-		if _, known := c.jobs[acc.JobID]; !known {
-			c.cancelOrphanLocked(acc.JobID, now)
-		}
-		return
-	}
-	if r.gen != t.gen {
-		// Cannot happen: teardown empties the FIFO of a generation. Do not
-		// guess: drop the transport.
-		c.ctr.StaleGeneration.Add(1)
-		c.dropLocked(t, errUnreadableAnswer, false)
-		return
-	}
-	if r.state == stateSent || r.state == stateTombstoned {
-		delete(c.pending, r.id)
-	}
-	c.fifo.remove(r)
-	if r.state == stateTombstoned {
-		// The caller gave up: the job is an orphan. It is never handed to
-		// anybody else; it is cancelled upstream and its id tombstoned so
-		// its events are dropped as late answers.
-		c.tombs.Take(r.id, now)
-		c.ctr.LateAnswers.Add(1)
-		r.state = stateDone
-		if _, known := c.jobs[acc.JobID]; !known {
-			// (A known id is an idempotent repeat of a live caller's job:
-			// not an orphan.)
-			c.cancelOrphanLocked(acc.JobID, now)
-		}
-		return
-	}
-	if _, known := c.jobs[acc.JobID]; !known {
-		// A job id tombstoned as an orphan and now claimed by a live caller
-		// (an idempotency key reused) is revived for that caller.
-		c.tombs.Take(acc.JobID, now)
-		delete(c.orphanWait, acc.JobID)
-		c.addJobLocked(acc.JobID)
-	}
-	r.acc = acc
-	c.finishRequestLocked(r, nil)
+	c.curAccept = &acc
+	c.core.Accepted(acc.JobID, trace, time.Now())
+	c.applyLocked(t)
+	c.curAccept = nil
 }
 
 // unreadableAnswerLocked handles a job.accepted or session.error that cannot
 // be read (or a frame that cannot be read and might be one). It may be the
 // answer to the FIFO's head, or junk: either way the FIFO's alignment with
 // the runtime is no longer known, and guessing could hand a job to the wrong
-// caller. If submits are waiting, the transport is
-// dropped instead: the new generation starts with an empty FIFO and the
-// waiting submits fail with ErrOutcomeUnknown.
+// caller. If submits are waiting, the transport is dropped instead: their
+// submits are reconciled after the resume.
 func (c *Conn) unreadableAnswerLocked(t *transport) {
-	if c.fifo.front() != nil {
+	if c.core.Waiting() > 0 {
 		c.dropLocked(t, errUnreadableAnswer, false)
 	}
 }
 
 func (c *Conn) orphanCancelFrame(jobID string) []byte {
 	return c.frame(arcp.TypeCancel, jobID, arcp.Cancel{Reason: "sessiongate: orphaned job, its caller is gone"})
-}
-
-// cancelOrphanLocked cancels a job nobody waits for and tombstones its id.
-// Until job.cancelled or the job's end confirms it, the cancel is sent again
-// after every resume (a cancel lost with a transport would otherwise leave
-// the orphan running, its events dropped as late answers).
-func (c *Conn) cancelOrphanLocked(jobID string, now time.Time) {
-	if !c.queueCtrlLocked(c.orphanCancelFrame(jobID)) {
-		// Not tombstoned: its next event tries again.
-		return
-	}
-	if len(c.orphanWait) < c.cfg.MaxTombstones {
-		c.orphanWait[jobID] = struct{}{}
-	}
-	c.insertTombLocked(jobID, c.defaultTTL, now)
-	c.ctr.OrphansCancelled.Add(1)
-	c.orphans = append(c.orphans, jobID)
-	if len(c.orphans) > 1<<16 {
-		c.orphans = slices.Delete(c.orphans, 0, len(c.orphans)-1<<15)
-	}
 }
 
 func (c *Conn) onSessionErrorLocked(t *transport, env *arcp.Envelope) {
@@ -193,18 +283,30 @@ func (c *Conn) onSessionErrorLocked(t *transport, env *arcp.Envelope) {
 		c.unreadableAnswerLocked(t)
 		return
 	}
+	if c.closeCtx.Err() != nil {
+		// Closing: the runtime refused session.close (the TS SDK knows
+		// only session.bye). Say goodbye the way it understands.
+		c.closeRefusedLocked()
+		return
+	}
+	now := time.Now()
 	if e.RequestID == "" {
-		// Session-fatal.
-		c.fatal = &LostError{Code: arcp.NormalizeCode(e.Code), Err: &e}
-		c.dropLocked(t, errSessionEnded, false)
+		code := arcp.NormalizeCode(e.Code)
+		if code == arcp.CodeHeartbeatLost {
+			c.ctr.HeartbeatLost.Add(1)
+		}
+		c.core.SessionError(code, e.Retryable, &e)
+		return
+	}
+	if c.core.Rejected(e.RequestID, &e, now) {
 		return
 	}
 	r := c.pending[e.RequestID]
 	if r == nil {
 		if e.Code == arcp.CodeJobNotFound && e.JobID != "" {
-			delete(c.orphanWait, e.JobID) // an orphan that had already ended
+			c.core.Cancelled(e.JobID) // an orphan that had already ended
 		}
-		c.tombs.Take(e.RequestID, time.Now())
+		c.tombs.Take(e.RequestID, now)
 		c.ctr.LateAnswers.Add(1)
 		return
 	}
@@ -213,43 +315,51 @@ func (c *Conn) onSessionErrorLocked(t *transport, env *arcp.Envelope) {
 		return
 	}
 	delete(c.pending, r.id)
-	switch r.kind {
-	case kindSubmit:
-		// Exactly that submit leaves the FIFO; nobody else moves.
-		c.fifo.remove(r)
-		if r.state == stateTombstoned {
-			c.tombs.Take(r.id, time.Now())
-			c.ctr.LateAnswers.Add(1)
-			r.state = stateDone
-			return
-		}
-	case kindCancel:
-		if r.job != nil && e.Code != arcp.CodeJobNotFound {
-			r.job.dropCancelReq(r)
-		}
+	if r.kind == kindCancel && r.job != nil && e.Code != arcp.CodeJobNotFound {
+		r.job.dropCancelReq(r)
 	}
 	c.finishRequestLocked(r, &e)
 }
 
-// onSequencedLocked takes job.event, job.result and job.error, which carry
-// the session's event_seq: strictly increasing and gap-free.
+// onSequencedLocked takes the envelopes that carry the session's event_seq
+// (job.event, job.result, job.error, and job.cancelled from the Go SDK)
+// through the reorder window: strictly increasing and gap-free on delivery.
 func (c *Conn) onSequencedLocked(t *transport, env *arcp.Envelope, size int) {
-	seq := env.EventSeq
-	last := c.lastSeq.Load()
-	if seq <= last {
+	now := time.Now()
+	switch c.seqr.Offer(env.EventSeq, size, seqFrame{env: env, size: size}, now) {
+	case correlate.SeqDuplicate:
 		c.ctr.DuplicateEvents.Add(1)
-		return
-	}
-	if seq != last+1 {
-		// A hole: the session is broken. Drop the transport; the resume
-		// asks for everything after last.
+	case correlate.SeqHeld:
+		c.ctr.ReorderedEvents.Add(1)
+	case correlate.SeqGap:
+		// A hole that does not close within the window: the session is
+		// broken. Drop the transport; the resume asks for everything
+		// after the last delivered seq.
 		c.ctr.SequenceGaps.Add(1)
 		c.dropLocked(t, errSeqGap, true)
+	case correlate.SeqDeliver:
+		c.deliverSeqLocked(env, size, now)
+		for c.tr == t {
+			f, _, ok := c.seqr.Next(now)
+			if !ok {
+				break
+			}
+			c.applyLocked(t)
+			c.deliverSeqLocked(f.env, f.size, now)
+		}
+	}
+}
+
+// deliverSeqLocked handles the sequenced envelope env, next in order.
+func (c *Conn) deliverSeqLocked(env *arcp.Envelope, size int, now time.Time) {
+	c.lastSeq.Store(env.EventSeq)
+	c.progressless = 0
+	defer c.noteProgressLocked()
+	if env.Type == arcp.TypeCancelled {
+		c.onCancelledLocked(env)
 		return
 	}
-	c.lastSeq.Store(seq)
-	c.progressless = 0
-	it := Item{Seq: seq}
+	it := Item{Seq: env.EventSeq}
 	switch env.Type {
 	case arcp.TypeEvent:
 		ev, err := arcp.DecodePayload[arcp.Event](env)
@@ -276,25 +386,54 @@ func (c *Conn) onSequencedLocked(t *transport, env *arcp.Envelope, size int) {
 		it.Error = &je
 	}
 	j := c.jobs[env.JobID]
-	switch {
-	case j == nil:
-		now := time.Now()
-		c.ctr.LateAnswers.Add(1)
-		if it.terminal() {
-			delete(c.orphanWait, env.JobID)
+	if j == nil {
+		if c.tombs.Contains(env.JobID, now) {
+			c.ctr.LateAnswers.Add(1)
+			if it.terminal() {
+				c.core.JobEnded(env.JobID)
+			}
+			return
 		}
-		if !c.tombs.Contains(env.JobID, now) && !it.terminal() {
-			// Events of a job nobody here knows: a job accepted for a
-			// submit whose answer was lost with a transport. An orphan.
-			c.cancelOrphanLocked(env.JobID, now)
+		var v correlate.Verdict
+		if it.Error != nil {
+			// A job.error for a job never accepted is the TS SDK's way to
+			// reject a submit.
+			v = c.core.UnknownJobError(env.JobID, jobErrorAsError(it.Error), now)
+		} else {
+			v = c.core.UnknownJob(env.JobID, now)
 		}
-	case j.term != nil:
+		if v == correlate.Late {
+			c.ctr.LateAnswers.Add(1)
+		}
+		if v != correlate.Hold {
+			return // (an orphan's late answer is counted by the core)
+		}
+		// Held until reconciliation tells whose it is.
+		j = c.addJobLocked(env.JobID)
+		j.held = true
+	} else if it.Error != nil && j.term == nil && c.core.ExistingJobError(it.Error.Code, jobErrorAsError(it.Error)) {
+		// The TS SDK's DUPLICATE_KEY rejection, sent on the existing
+		// job's id: it answers the waiting submit, not this job.
+		return
+	}
+	if j.term != nil {
 		// Nothing follows a terminal.
 		c.ctr.ProtocolViolations.Add(1)
-	default:
-		c.appendLocked(j, it, size+itemOverhead, time.Now())
+		return
 	}
-	c.noteProgressLocked()
+	if it.Event != nil && it.Event.Kind == "result_chunk" {
+		j.chunks.add(it.Event.Body, c.cfg.MaxResultBytes)
+	}
+	c.appendLocked(j, it, size+itemOverhead, now)
+	if it.terminal() {
+		c.core.JobEnded(j.id)
+	}
+}
+
+// jobErrorAsError gives a job.error that rejects a submit the shape of a
+// session.error, so callers see one error type for rejections.
+func jobErrorAsError(e *arcp.JobError) error {
+	return &arcp.Error{Code: arcp.NormalizeCode(e.Code), Message: e.Message, Retryable: e.Retryable, Details: e.Details}
 }
 
 // noteProgressLocked schedules an ack for the events handled so far: at once
@@ -321,9 +460,9 @@ func (c *Conn) onCancelledLocked(env *arcp.Envelope) {
 	if id == "" {
 		id = p.JobID
 	}
+	c.core.Cancelled(id)
 	j := c.jobs[id]
 	if j == nil {
-		delete(c.orphanWait, id)
 		c.ctr.LateAnswers.Add(1) // e.g. the confirmation of an orphan's cancel
 		return
 	}
@@ -336,6 +475,13 @@ func (c *Conn) onJobsLocked(t *transport, env *arcp.Envelope) {
 	p, err := arcp.DecodePayload[arcp.Jobs](env)
 	if err != nil {
 		c.ctr.MalformedFrames.Add(1)
+		return
+	}
+	listed := make([]correlate.Listed, 0, len(p.Jobs))
+	for _, j := range p.Jobs {
+		listed = append(listed, correlate.Listed{JobID: j.JobID, TraceID: j.TraceID})
+	}
+	if c.core.ListAnswered(p.RequestID, listed, time.Now()) {
 		return
 	}
 	r := c.pending[p.RequestID]
@@ -382,11 +528,7 @@ func (c *Conn) onSubscribedLocked(t *transport, env *arcp.Envelope) {
 // decision.
 func (c *Conn) onCloseLocked(t *transport, env *arcp.Envelope) {
 	if c.closeCtx.Err() != nil {
-		select {
-		case <-c.closedRecv:
-		default:
-			close(c.closedRecv)
-		}
+		c.closeConfirmedLocked()
 		return
 	}
 	reason := ""
@@ -395,6 +537,27 @@ func (c *Conn) onCloseLocked(t *transport, env *arcp.Envelope) {
 	}
 	c.fatal = fmt.Errorf("%w by the runtime (%s %q)", ErrClosed, env.Type, reason)
 	c.dropLocked(t, errSessionEnded, false)
+}
+
+func (c *Conn) closeConfirmedLocked() {
+	select {
+	case <-c.closedRecv:
+	default:
+		close(c.closedRecv)
+	}
+}
+
+// closeRefusedLocked answers a session.error received while closing: the
+// runtime does not know session.close, so session.bye (which every runtime
+// knows and which needs no answer) ends the session; the close counts as
+// confirmed once bye is written.
+func (c *Conn) closeRefusedLocked() {
+	if c.byeQueued {
+		return
+	}
+	c.byeQueued = true
+	c.queueCtrlLocked(c.frame(arcp.TypeBye, "", arcp.Close{Reason: c.closeReason}))
+	c.closeConfirmedLocked()
 }
 
 // dropLocked gives up transport t: frames it still delivers are stale from
@@ -424,4 +587,90 @@ func (c *Conn) dropLocked(t *transport, cause error, progressGuard bool) {
 	}
 	c.tr = nil
 	t.cancel(cause)
+}
+
+// chunkAssembler puts a streamed result (§8.4) back together from its
+// result_chunk events: the decoded data of each chunk in chunk_seq order.
+type chunkAssembler struct {
+	resultID string
+	next     int64
+	data     []byte
+	utf8     bool // every chunk so far was encoding utf8
+	err      error
+}
+
+type resultChunk struct {
+	ResultID string `json:"result_id"`
+	ChunkSeq *int64 `json:"chunk_seq"`
+	Data     string `json:"data"`
+	Encoding string `json:"encoding"`
+	More     bool   `json:"more"`
+}
+
+// add appends one chunk. A malformed, out-of-order or oversized chunk
+// spoils the assembly with a definite error (reported with the result),
+// never a silent short result.
+func (a *chunkAssembler) add(body json.RawMessage, limit int64) {
+	if a.err != nil {
+		return
+	}
+	var ch resultChunk
+	if err := json.Unmarshal(body, &ch); err != nil || ch.ResultID == "" || ch.ChunkSeq == nil {
+		a.err = errors.New("malformed result_chunk")
+		return
+	}
+	if a.resultID == "" {
+		a.resultID, a.utf8 = ch.ResultID, true
+	}
+	if ch.ResultID != a.resultID {
+		a.err = fmt.Errorf("result_chunk for result %q while assembling %q", ch.ResultID, a.resultID)
+		return
+	}
+	if *ch.ChunkSeq != a.next {
+		a.err = fmt.Errorf("result_chunk %d out of order (want %d)", *ch.ChunkSeq, a.next)
+		return
+	}
+	a.next++
+	var b []byte
+	switch ch.Encoding {
+	case "utf8":
+		b = []byte(ch.Data)
+	case "base64":
+		d, err := base64.StdEncoding.DecodeString(ch.Data)
+		if err != nil {
+			a.err = fmt.Errorf("result_chunk %d: bad base64: %w", *ch.ChunkSeq, err)
+			return
+		}
+		b = d
+		a.utf8 = false
+	default:
+		a.err = fmt.Errorf("result_chunk %d: unknown encoding %q", *ch.ChunkSeq, ch.Encoding)
+		return
+	}
+	if int64(len(a.data)+len(b)) > limit {
+		a.err = &CapError{Cap: "result_bytes", Limit: limit}
+		a.data = nil
+		return
+	}
+	a.data = append(a.data, b...)
+}
+
+// assembled returns the streamed result for res, if res references one.
+func (a *chunkAssembler) assembled(res *arcp.Result) (*Assembled, error) {
+	if res == nil || res.ResultID == "" {
+		return nil, nil
+	}
+	if a.err != nil {
+		return nil, a.err
+	}
+	if a.resultID != res.ResultID {
+		if a.resultID == "" && res.ResultSize == 0 {
+			return &Assembled{ResultID: res.ResultID, Text: true}, nil
+		}
+		return nil, fmt.Errorf("job.result names result %q but the chunks were for %q", res.ResultID, a.resultID)
+	}
+	if res.ResultSize > 0 && res.ResultSize != int64(len(a.data)) {
+		return nil, fmt.Errorf("result %q: result_size %d but %d bytes assembled", res.ResultID, res.ResultSize, len(a.data))
+	}
+	return &Assembled{ResultID: a.resultID, Data: a.data, Text: a.utf8 && utf8.Valid(a.data)}, nil
 }

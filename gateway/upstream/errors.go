@@ -62,5 +62,6 @@ var (
 	errFIFOStall        = errors.New("upstream: submit unanswered past its tombstone TTL")
 	errOversize         = errors.New("upstream: frame over the read limit")
 	errSessionEnded     = errors.New("upstream: session ended by the runtime")
+	errReconcile        = errors.New("upstream: reconciliation needs a new transport")
 	errUnreadableAnswer = errors.New("upstream: unreadable answer while submits wait: FIFO alignment unknown")
 )

@@ -70,7 +70,7 @@ func Example() {
 		}
 	}
 	// Output:
-	// state: ready features: [heartbeat ack list_jobs subscribe]
+	// state: ready features: [heartbeat ack list_jobs subscribe result_chunk]
 	// echo: {"hello":"world"}
 	// event: log {"i":0,"message":"line 1 of 3"}
 	// event: log {"i":1,"message":"line 2 of 3"}

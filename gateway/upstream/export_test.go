@@ -74,7 +74,7 @@ func (c *Conn) Tombstones() int {
 func (c *Conn) FIFOLen() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.fifo.len()
+	return c.core.Waiting()
 }
 
 // HandleStale dispatches env as if read from a transport of an older
@@ -85,18 +85,6 @@ func (c *Conn) HandleStale(env *arcp.Envelope) {
 
 // TombstoneTTL is the TTL a call with budget gets.
 func (c *Conn) TombstoneTTL(budget time.Duration) time.Duration { return c.cfg.tombstoneTTL(budget) }
-
-// PendingTombstoneExpiry returns the FIFO head's tombstone expiry, if the
-// head is tombstoned.
-func (c *Conn) HeadTombstone() (time.Time, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	h := c.fifo.front()
-	if h == nil || h.state != stateTombstoned {
-		return time.Time{}, false
-	}
-	return h.tombExp, true
-}
 
 // CountersOf returns the connection's counters.
 func CountersOf(c *Conn) *Counters { return c.ctr }
@@ -109,4 +97,12 @@ func (c *Conn) HandleCurrent(env *arcp.Envelope) {
 	if t != nil {
 		c.handle(t, env, 0)
 	}
+}
+
+// HeadTombstone returns the FIFO head's tombstone expiry, if the head's
+// caller gave up.
+func (c *Conn) HeadTombstone() (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.core.HeadTombstone()
 }

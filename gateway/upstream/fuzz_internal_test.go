@@ -3,6 +3,7 @@ package upstream
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/sessiongate/sessiongate/gateway/arcp"
@@ -31,15 +32,21 @@ func offlineConn(tb testing.TB) (*Conn, *transport) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.addJobLocked("j1")
-	for i, st := range []reqState{stateTombstoned, stateSent} {
+	c.core.Connected()
+	for i := range 2 {
 		env, _ := arcp.New(arcp.TypeSubmit, "s1", arcp.Submit{Agent: "echo"})
 		r := newRequest(kindSubmit, env)
 		r.traceID = []string{"0000000000000000000000000000000a", "0000000000000000000000000000000b"}[i]
-		r.state, r.gen = st, 1
-		c.pending[r.id] = r
-		c.fifo.push(r)
-		if st == stateSent {
-			c.inflight++
+		r.key = fmt.Sprintf("k%d", i)
+		r.state, r.gen = stateSent, 1
+		c.nextCID++
+		r.cid = c.nextCID
+		c.subs[r.cid] = r
+		c.core.Written(r.cid, r.id, r.traceID, r.key, false)
+		r.written = true
+		c.inflight++
+		if i == 0 {
+			c.abandonLocked(r) // the head's caller gave up: a tombstoned slot
 		}
 	}
 	return c, t
@@ -97,8 +104,8 @@ func FuzzHandle(f *testing.F) {
 		if c.bufEvents > c.cfg.MaxBufferedEvents+1 {
 			tt.Fatalf("buffer %d over the cap", c.bufEvents)
 		}
-		if c.inflight < 0 || c.fifo.len() > 2 {
-			tt.Fatalf("inflight %d, fifo %d", c.inflight, c.fifo.len())
+		if c.inflight < 0 || c.core.Waiting() > 2 || c.inflight > c.core.Waiting() {
+			tt.Fatalf("inflight %d, waiting in the core %d", c.inflight, c.core.Waiting())
 		}
 	})
 }

@@ -15,6 +15,19 @@ type Terminal struct {
 	Seq    uint64
 	Result *arcp.Result
 	Error  *arcp.JobError
+	// Assembled is the streamed result (§8.4) when Result names one
+	// (result_id), put together from the job's result_chunk events;
+	// AssemblyErr says why it could not be (malformed or missing chunks,
+	// or more than MaxResultBytes).
+	Assembled   *Assembled
+	AssemblyErr error
+}
+
+// Assembled is a result streamed in result_chunk events.
+type Assembled struct {
+	ResultID string
+	Data     []byte
+	Text     bool // every chunk was utf8 and the whole is valid UTF-8
 }
 
 // Item is one entry of a job's log: exactly one of Event, Result and Error
@@ -54,6 +67,8 @@ type job struct {
 	watchers   []*Watcher
 	cancelReqs []*request
 	subReq     *request
+	held       bool // seen during reconciliation, not yet claimed by a caller
+	chunks     chunkAssembler
 }
 
 // waitChLocked returns a channel closed at j's next change.
@@ -153,6 +168,7 @@ func (c *Conn) removeJobLocked(j *job) {
 	c.releaseLogLocked(j)
 	j.removed = true
 	delete(c.jobs, j.id)
+	c.core.Forget(j.id)
 	if j.term == nil {
 		delete(c.live, j)
 		c.liveJobs--
@@ -369,7 +385,9 @@ func (c *Conn) Wait(ctx context.Context, jobID string) (Terminal, error) {
 	}
 	for {
 		if t := j.term; t != nil {
-			return Terminal{Seq: t.Seq, Result: t.Result, Error: t.Error}, nil
+			term := Terminal{Seq: t.Seq, Result: t.Result, Error: t.Error}
+			term.Assembled, term.AssemblyErr = j.chunks.assembled(t.Result)
+			return term, nil
 		}
 		if j.removed {
 			return Terminal{}, ErrUnknownJob

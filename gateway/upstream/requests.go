@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sessiongate/sessiongate/gateway/arcp"
+	"github.com/sessiongate/sessiongate/gateway/upstream/internal/correlate"
 )
 
 type reqKind uint8
@@ -23,11 +24,11 @@ const (
 type reqState uint8
 
 const (
-	stateQueued     reqState = iota // in the outbox, not sent
-	stateSent                       // taken by the writer: in pending (and the FIFO for submits)
-	stateTombstoned                 // a submit whose caller gave up after it was sent: keeps its FIFO slot
-	stateAbandoned                  // its caller gave up while it was queued (skipped by the outbox)
-	stateDone                       // answered or failed; done is closed
+	stateQueued    reqState = iota // in the outbox, not sent
+	stateSent                      // taken by the writer: in pending, or (submits) in the core's FIFO
+	stateWritten                   // a submit written on a transport that dropped: in the core's limbo
+	stateAbandoned                 // its caller gave up (skipped by the outbox; a written submit's slot is the core's)
+	stateDone                      // answered or failed; done is closed
 )
 
 // request is a caller's message that expects an answer. Every field is
@@ -42,9 +43,16 @@ type request struct {
 	state   reqState
 	traceID string        // submits: the trace id stamped on the envelope
 	budget  time.Duration // how long the caller was prepared to wait
-	tombExp time.Time     // stateTombstoned: when the FIFO slot's tombstone expires
 	job     *job          // cancel, subscribe: the job concerned
-	done    chan struct{}
+
+	// Submits: the correlation core's handle, the idempotency key on the
+	// wire, whether it is the caller's own, and whether it was ever written
+	// (from then on the core owns its slot).
+	cid       correlate.ID
+	key       string
+	callerKey bool
+	written   bool
+	done      chan struct{}
 
 	// Answer.
 	acc  arcp.Accepted
@@ -61,7 +69,7 @@ func (c *Conn) finishRequestLocked(r *request, err error) {
 	if r.state == stateDone {
 		return
 	}
-	if r.kind == kindSubmit && (r.state == stateQueued || r.state == stateSent) {
+	if r.kind == kindSubmit && (r.state == stateQueued || r.state == stateSent || r.state == stateWritten) {
 		c.inflight--
 	}
 	r.err = err
@@ -113,6 +121,16 @@ func (o *outbox) pop() *request {
 	return nil
 }
 
+// peek returns the next queued request without taking it.
+func (o *outbox) peek() *request {
+	for _, r := range o.q[o.head:] {
+		if r.state == stateQueued {
+			return r
+		}
+	}
+	return nil
+}
+
 // abandon marks r (queued) as given up.
 func (o *outbox) abandon(r *request) {
 	r.state = stateAbandoned
@@ -145,79 +163,6 @@ func (o *outbox) drain() []*request {
 		rs = append(rs, r)
 	}
 	return rs
-}
-
-// fifo is the session's queue of sent, unanswered submits (live or
-// tombstoned) in wire order. ARCP answers submits in order without a request
-// id, so job.accepted belongs to the head. Entries answered out of band (a
-// session.error naming them) are marked done and skipped lazily.
-type fifo struct {
-	q    []*request
-	head int
-}
-
-func (f *fifo) push(r *request) { f.q = append(f.q, r) }
-
-// front returns the oldest entry still waiting (sent or tombstoned).
-func (f *fifo) front() *request {
-	for f.head < len(f.q) {
-		r := f.q[f.head]
-		if r.state == stateSent || r.state == stateTombstoned {
-			return r
-		}
-		f.q[f.head] = nil
-		f.head++
-	}
-	f.q, f.head = f.q[:0], 0
-	return nil
-}
-
-// remove takes r out of the queue (r must be waiting in it).
-func (f *fifo) remove(r *request) {
-	if f.front() == r {
-		f.q[f.head] = nil
-		f.head++
-		if f.head > 1024 && f.head > len(f.q)/2 {
-			n := copy(f.q, f.q[f.head:])
-			clear(f.q[n:])
-			f.q, f.head = f.q[:n], 0
-		}
-		return
-	}
-	// Not the head: the caller marks r done; front skips it later.
-}
-
-// findTrace returns the waiting entry whose trace id is trace.
-func (f *fifo) findTrace(trace string) *request {
-	for _, r := range f.q[f.head:] {
-		if r != nil && r.traceID == trace && (r.state == stateSent || r.state == stateTombstoned) {
-			return r
-		}
-	}
-	return nil
-}
-
-// drain empties the queue and returns the entries still waiting.
-func (f *fifo) drain() []*request {
-	var rs []*request
-	for _, r := range f.q[f.head:] {
-		if r != nil && (r.state == stateSent || r.state == stateTombstoned) {
-			rs = append(rs, r)
-		}
-	}
-	clear(f.q)
-	f.q, f.head = f.q[:0], 0
-	return rs
-}
-
-func (f *fifo) len() int {
-	n := 0
-	for _, r := range f.q[f.head:] {
-		if r != nil && (r.state == stateSent || r.state == stateTombstoned) {
-			n++
-		}
-	}
-	return n
 }
 
 func newTraceID() string {
@@ -294,29 +239,54 @@ func (c *Conn) enqueueLocked(ctx context.Context, r *request, check func() error
 }
 
 // abandonLocked handles a caller giving up on r (not done). A queued request
-// is simply dropped: it was never sent. A sent submit keeps its FIFO slot as
-// a tombstone; any other sent request leaves pending and is tombstoned by id
-// so that its late answer is recognised.
+// that was never written is simply dropped. A written submit's slot belongs
+// to the correlation core, which keeps it as a tombstone (its late answer is
+// recognised and its job cancelled); any other sent request leaves pending
+// and is tombstoned by id so that its late answer is recognised.
 func (c *Conn) abandonLocked(r *request) {
 	now := time.Now()
+	if r.kind == kindSubmit {
+		if r.state == stateQueued || r.state == stateSent || r.state == stateWritten {
+			c.inflight--
+		}
+		if r.state == stateQueued {
+			c.out.abandon(r)
+		}
+		r.state = stateAbandoned
+		if r.written {
+			delete(c.subs, r.cid)
+			c.core.GaveUp(r.cid, now, c.cfg.tombstoneTTL(r.budget))
+			c.applyLocked(c.tr)
+		}
+		return
+	}
 	switch r.state {
 	case stateQueued:
-		if r.kind == kindSubmit {
-			c.inflight--
-		}
 		c.out.abandon(r)
 	case stateSent:
-		ttl := c.cfg.tombstoneTTL(r.budget)
-		c.insertTombLocked(r.id, ttl, now)
-		if r.kind == kindSubmit {
-			c.inflight--
-			r.state = stateTombstoned
-			r.tombExp = now.Add(ttl)
-			return
-		}
+		c.insertTombLocked(r.id, c.cfg.tombstoneTTL(r.budget), now)
 		delete(c.pending, r.id)
 		r.state = stateAbandoned
 	}
+}
+
+// wireKey is the idempotency key sent for a submit: the caller's own key,
+// namespaced by the connection's caller identity (every session of a
+// gateway may share one upstream principal, and runtimes scope keys per
+// session or per principal), or a random key of the gateway's, so that a
+// submit can be written again after a resume without creating a second job
+// (§7.2).
+func (c *Conn) wireKey(callerKey string) (key string, own bool) {
+	if callerKey != "" {
+		if c.keyNS == "" {
+			return callerKey, true
+		}
+		return c.keyNS + callerKey, true
+	}
+	if c.cfg.knobs.noAutoKeys {
+		return "", false
+	}
+	return "sg1.auto." + newTraceID(), false
 }
 
 // Submit sends job.submit and waits for its job.accepted or rejection. A
@@ -325,16 +295,21 @@ func (c *Conn) abandonLocked(r *request) {
 // in the session's FIFO as a tombstone: a late job.accepted is matched to it,
 // never to another caller, and the job is cancelled upstream.
 //
-// A submit that was sent when the transport dropped fails with
-// ErrOutcomeUnknown; one not yet sent waits for the resumed transport.
+// A submit in flight when the transport drops keeps waiting: after the
+// resume it is reconciled (found by list_jobs, or written again under its
+// idempotency key, which makes the runtime answer with the job it already
+// created, if any). One not yet sent waits for the resumed transport.
 func (c *Conn) Submit(ctx context.Context, s arcp.Submit) (arcp.Accepted, error) {
 	start := time.Now()
 	ctx, cancel := c.withDefaultTimeout(ctx)
 	defer cancel()
+	key, own := c.wireKey(s.IdempotencyKey)
+	s.IdempotencyKey = key
 	r, err := c.encodeRequest(kindSubmit, arcp.TypeSubmit, "", s)
 	if err != nil {
 		return arcp.Accepted{}, err
 	}
+	r.key, r.callerKey = key, own
 	if dl, ok := ctx.Deadline(); ok {
 		r.budget = dl.Sub(start)
 	}
@@ -345,6 +320,11 @@ func (c *Conn) Submit(ctx context.Context, s arcp.Submit) (arcp.Accepted, error)
 		}
 		return nil
 	})
+	if err == nil {
+		c.nextCID++
+		r.cid = c.nextCID
+		c.subs[r.cid] = r
+	}
 	c.mu.Unlock()
 	if err != nil {
 		return arcp.Accepted{}, err
@@ -505,6 +485,11 @@ func (c *Conn) Cancel(ctx context.Context, jobID, reason string) error {
 				c.abandonLocked(r)
 				j.dropCancelReq(r)
 			}
+			// The caller stops waiting, the cancel does not: it is the
+			// connection's until job.cancelled or the job's end confirms
+			// it, and is written again after every resume.
+			c.core.WantCancel(jobID)
+			c.applyLocked(c.tr)
 			return context.Cause(ctx)
 		}
 	}

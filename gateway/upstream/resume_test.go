@@ -175,10 +175,10 @@ func TestResetLosesSession(t *testing.T) {
 			t.Fatalf("%s err = %v, want *LostError", name, errs[name])
 		}
 	}
-	// The submit had been written when the transport went: its outcome was
-	// unknown at once (resume replays only events).
-	if !errors.Is(errs["submit"], upstream.ErrOutcomeUnknown) {
-		t.Fatalf("submit err = %v", errs["submit"])
+	// The submit had been written when the transport went: it waited for
+	// reconciliation, and learned of the loss with everyone else.
+	if !errors.As(errs["submit"], &lost) {
+		t.Fatalf("submit err = %v, want *LostError", errs["submit"])
 	}
 	if _, err := c.Submit(ctx, arcp.Submit{Agent: "echo"}); !errors.As(err, &lost) {
 		t.Fatalf("Submit after loss = %v", err)

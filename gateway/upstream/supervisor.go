@@ -129,17 +129,15 @@ func (c *Conn) housekeep(t *transport, now time.Time) {
 		// Back-pressure did not help: the slowest watcher fails.
 		c.failSlowestLocked(now)
 	}
-	// A tombstoned submit at the head of the FIFO past its TTL: the runtime
-	// has broken "every submit gets exactly one answer, in order". The slot
-	// must not simply expire — removing it would shift every later accept
-	// onto the wrong caller — so the transport is dropped instead: the
-	// resumed generation starts with an empty FIFO (the old one's live
-	// submits fail with ErrOutcomeUnknown).
-	if h := c.fifo.front(); h != nil && h.state == stateTombstoned && !now.Before(h.tombExp) {
-		c.ctr.FIFOStalls.Add(1)
-		c.log.Warn("upstream: runtime left a submit unanswered past its tombstone TTL; dropping the transport",
-			"session_id", c.sessionID, "request_id", h.id)
-		c.dropLocked(t, errFIFOStall, false)
+	// The correlation core's clock: a stalled FIFO, an unanswered
+	// reconciliation barrier, expired trace tombstones.
+	c.core.Tick(now)
+	c.applyLocked(t)
+	if c.tr == t && c.seqr.Expired(now) {
+		// A hole in event_seq that stayed open: resume from the last
+		// delivered seq.
+		c.ctr.SequenceGaps.Add(1)
+		c.dropLocked(t, errSeqGap, true)
 	}
 }
 
@@ -157,12 +155,11 @@ func (c *Conn) expireJobsLocked(now time.Time) {
 
 // teardown ends transport t. If the runtime ended the session (c.fatal) it
 // returns that error and leaves the requests to finish. Otherwise it settles
-// the requests of t's generation:
-// sent submits cannot be answered on another transport (resume replays only
-// events), so they fail with ErrOutcomeUnknown; tombstoned ones are
-// dropped; sent list_jobs, subscribe and cancel requests are harmless to
-// repeat and go back to the head of the outbox with fresh ids. Queued
-// requests were never sent and stay queued.
+// the requests of t's generation: unanswered submits go to the correlation
+// core's limbo (reconciled after the resume, never failed for the drop);
+// sent list_jobs, subscribe and cancel requests are harmless to repeat and
+// go back to the head of the outbox with fresh ids. Queued requests were
+// never sent and stay queued.
 func (c *Conn) teardown(t *transport, cause error) (fatal error) {
 	c.mu.Lock()
 	if c.tr == t {
@@ -179,23 +176,19 @@ func (c *Conn) teardown(t *transport, cause error) (fatal error) {
 	if c.fatal != nil {
 		return c.fatal
 	}
-	// The connection's own frames belonged to that transport, except the
-	// cancels of orphans not yet confirmed: they go out again.
+	// The connection's own frames belonged to that transport; the cancels
+	// the core still owns are asked for again after the resume.
 	clear(c.ctrl)
 	c.ctrl = c.ctrl[:0]
-	for id := range c.orphanWait {
-		c.queueCtrlLocked(c.orphanCancelFrame(id))
-	}
-	now := time.Now()
-	for _, r := range c.fifo.drain() {
-		delete(c.pending, r.id)
-		if r.state == stateTombstoned {
-			c.tombs.Take(r.id, now)
-			r.state = stateDone
-			continue
+	// Unanswered submits stay accountable: the core moves them to limbo
+	// and reconciles them after the resume. Held reordered frames go: the
+	// resume replays everything after the last delivered seq.
+	c.core.Dropped()
+	c.seqr.Reset()
+	for _, r := range c.subs {
+		if r.state == stateSent {
+			r.state = stateWritten
 		}
-		c.ctr.OutcomeUnknown.Add(1)
-		c.finishRequestLocked(r, ErrOutcomeUnknown)
 	}
 	var again []*request
 	for id, r := range c.pending {
@@ -210,8 +203,6 @@ func (c *Conn) teardown(t *transport, cause error) (fatal error) {
 		again = append(again, r)
 	}
 	c.out.pushFront(again)
-	// echoTrace stays: whether the runtime copies trace ids is a property of
-	// its implementation, and it protects the new generation's first accepts.
 	c.log.Debug("upstream: transport down", "session_id", c.sessionID, "cause", cause)
 	return nil
 }
@@ -224,7 +215,7 @@ func (c *Conn) closeGracefully(t *transport) {
 	c.mu.Lock()
 	live := c.tr == t
 	if live {
-		c.queueCtrlLocked(c.frame(arcp.TypeClose, "", arcp.Close{Reason: "client closing"}))
+		c.queueCtrlLocked(c.frame(arcp.TypeClose, "", arcp.Close{Reason: c.closeReason}))
 	}
 	c.mu.Unlock()
 	clean := false
@@ -240,6 +231,9 @@ func (c *Conn) closeGracefully(t *transport) {
 		case <-c.closedRecv: // also when the runtime closed the socket right after
 			clean = true
 		default:
+		}
+		if clean {
+			c.waitFlushed(t)
 		}
 	}
 	if clean {
@@ -265,6 +259,28 @@ func (c *Conn) closeGracefully(t *transport) {
 	}
 	c.mu.Unlock()
 	c.finish(ErrClosed)
+}
+
+// waitFlushed waits (at most InitTimeout) until the writer has written every
+// queued frame of t: session.bye must reach the runtime before the socket
+// closes.
+func (c *Conn) waitFlushed(t *transport) {
+	c.mu.Lock()
+	if len(c.ctrl) == 0 && !t.writing {
+		c.mu.Unlock()
+		return
+	}
+	ch := make(chan struct{})
+	c.flushCh = ch
+	c.wakeWriter()
+	c.mu.Unlock()
+	timer := time.NewTimer(c.cfg.InitTimeout)
+	defer timer.Stop()
+	select {
+	case <-ch:
+	case <-t.ctx.Done():
+	case <-timer.C:
+	}
 }
 
 // reconnect backs off and resumes until it succeeds, the resume is refused,
@@ -308,6 +324,10 @@ func (c *Conn) reconnect(cause error) *transport {
 			c.mu.Lock()
 			c.recordWelcomeLocked(hs)
 			t := c.newTransportLocked(hs)
+			// Reconciliation: a barrier when submits were in flight, and
+			// the cancels the connection still owns.
+			c.core.Resumed(arcp.NewID(), time.Now())
+			c.applyLocked(t)
 			c.mu.Unlock()
 			c.moveTo(StateReady)
 			c.ctr.Resumes.Add(1)
@@ -363,11 +383,10 @@ func (c *Conn) finish(err error) {
 	for _, r := range c.out.drain() {
 		c.finishRequestLocked(r, err)
 	}
-	for _, r := range c.fifo.drain() {
-		if r.state == stateTombstoned {
-			r.state = stateDone
-			continue
-		}
+	c.core.Closed(err)
+	c.applyLocked(nil)
+	for id, r := range c.subs {
+		delete(c.subs, id)
 		c.finishRequestLocked(r, err)
 	}
 	for id, r := range c.pending {

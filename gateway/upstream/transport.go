@@ -258,16 +258,23 @@ func (c *Conn) takeBatch(t *transport, batch [][]byte) [][]byte {
 	}
 	took := false
 	for n := 0; n < 64 && c.closeCtx.Err() == nil; n++ {
-		r := c.out.pop()
-		if r == nil {
+		// While the correlation core waits for a reconciliation barrier
+		// no submit may be written (and nothing behind one, to keep
+		// queue order).
+		if r := c.out.peek(); r == nil || r.kind == kindSubmit && !c.core.MayWriteSubmits() {
 			break
 		}
+		r := c.out.pop()
 		took = true
 		r.state = stateSent
 		r.gen = t.gen
-		c.pending[r.id] = r
 		if r.kind == kindSubmit {
-			c.fifo.push(r)
+			if !c.core.Written(r.cid, r.id, r.traceID, r.key, r.callerKey) {
+				continue // the core did not ask for this write
+			}
+			r.written = true
+		} else {
+			c.pending[r.id] = r
 		}
 		batch = append(batch, r.frame)
 	}
@@ -279,6 +286,10 @@ func (c *Conn) takeBatch(t *transport, batch [][]byte) [][]byte {
 		// Nothing to send: the writer exits, deciding so under mu, so a
 		// wakeWriter after this starts a new one and none is lost.
 		t.writing = false
+		if c.flushCh != nil {
+			close(c.flushCh)
+			c.flushCh = nil
+		}
 	}
 	return batch
 }

@@ -518,15 +518,26 @@ var rejectionCodes = map[string]bool{
 func IsRejectionCode(code string) bool { return rejectionCodes[code] }
 
 // SessionError handles a session.error without request_id.
-func (c *Core) SessionError(code string, err error) {
+func (c *Core) SessionError(code string, retryable bool, err error) {
 	switch {
 	case code == "UNAUTHENTICATED" || code == "RESUME_WINDOW_EXPIRED":
 		c.emit(Action{Kind: Lost, Err: err})
+	case code == "HEARTBEAT_LOST":
+		// §6.4: the session lives on for the resume window, whatever
+		// the retryable flag says (Go sends true, TS false).
+		c.ctr.SessionErrorResume++
+		c.emit(Action{Kind: Drop, Err: err})
 	case rejectionCodes[code]:
 		c.RejectedByPosition(err)
+	case !retryable:
+		c.emit(Action{Kind: Lost, Err: err})
+	case code == "INTERNAL_ERROR" && !c.quarantine && c.front() != nil:
+		// The TS SDK refuses a submit at its caps with a retryable
+		// INTERNAL_ERROR and no request_id: the head's answer.
+		c.RejectedByPosition(err)
 	default:
-		// HEARTBEAT_LOST (§6.4: the session lives on) and anything else:
-		// resume; the runtime answers the resume with the truth.
+		// Anything else retryable: resume; the runtime answers the
+		// resume with the truth.
 		c.ctr.SessionErrorResume++
 		c.emit(Action{Kind: Drop, Err: err})
 	}
@@ -808,4 +819,13 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(ks)
 	return ks
+}
+
+// HeadTombstone returns when the FIFO head's tombstone expires, if its
+// caller gave up.
+func (c *Core) HeadTombstone() (time.Time, bool) {
+	if h := c.front(); h != nil && !h.live {
+		return h.tombExp, true
+	}
+	return time.Time{}, false
 }

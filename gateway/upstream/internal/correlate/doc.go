@@ -61,10 +61,12 @@
 // the head's answer.
 //
 // Session-level session.error (no request_id): HEARTBEAT_LOST (Go: retryable
-// true, TS: false) and every other code that is not a rejection drop the
-// transport and resume (§6.4: the session lives on for the resume window);
-// if the runtime really ended the session, the resume says so.
-// UNAUTHENTICATED and RESUME_WINDOW_EXPIRED end the session.
+// true, TS: false) drops the transport and resumes (§6.4: the session lives
+// on for the resume window). UNAUTHENTICATED, RESUME_WINDOW_EXPIRED and any
+// other non-retryable code end the session. A retryable INTERNAL_ERROR while
+// a submit waits is the TS SDK's refusal at its caps: the head's answer.
+// Any other retryable code resumes; if the runtime really ended the
+// session, the resume says so.
 //
 // Drop and resume. When a transport drops, its unanswered submits (live or
 // abandoned) move to limbo, in wire order. Nothing in limbo is failed: a

@@ -1,8 +1,11 @@
 package client
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"iter"
 	"strconv"
@@ -196,15 +199,25 @@ func MaxRuntime(d time.Duration) JobOption {
 
 // RunResult is a successful job's result.
 type RunResult struct {
-	JobID   string
-	Result  any // as encoding/json decodes into an any
+	JobID string
+	// Result is the result as encoding/json decodes into an any; when the
+	// runtime's JSON had no google.protobuf.Value form (a number beyond
+	// float64, invalid UTF-8) and came as raw text, numbers are json.Number.
+	Result  any
 	Summary string
 
-	raw *structpb.Value
+	value *structpb.Value
+	raw   []byte
 }
 
-// Decode decodes the result into out (a pointer), as encoding/json would.
-func (r *RunResult) Decode(out any) error { return decodeValue(r.raw, out) }
+// Decode decodes the result into out (a pointer), as encoding/json would
+// (from the runtime's own text when the gateway sent it raw).
+func (r *RunResult) Decode(out any) error {
+	if len(r.raw) > 0 {
+		return json.Unmarshal(r.raw, out)
+	}
+	return decodeValue(r.value, out)
+}
 
 // Run runs a job and waits for its result. A failed job returns the *Error
 // of its status (Domain "arcp", Reason the ARCP code).
@@ -219,7 +232,17 @@ func (s *Session) Run(ctx context.Context, agent string, input any, opts ...JobO
 	if err != nil {
 		return nil, wrapError(err)
 	}
-	return &RunResult{JobID: resp.GetJobId(), Result: resp.GetResult().AsInterface(), Summary: resp.GetSummary(), raw: resp.GetResult()}, nil
+	res := &RunResult{JobID: resp.GetJobId(), Summary: resp.GetSummary(), value: resp.GetResult(), raw: resp.GetRawResult()}
+	if len(res.raw) > 0 {
+		d := json.NewDecoder(bytes.NewReader(res.raw))
+		d.UseNumber()
+		if err := d.Decode(&res.Result); err != nil {
+			return nil, fmt.Errorf("sessiongate: job %s: raw result: %w", res.JobID, err)
+		}
+	} else {
+		res.Result = res.value.AsInterface()
+	}
+	return res, nil
 }
 
 // Submit submits a job and returns its id once the runtime accepted it.
@@ -250,8 +273,9 @@ func jobInput(input any, opts []JobOption) (*structpb.Value, jobOptions, error) 
 }
 
 // Watch streams a job's items in event_seq order: events, then its result
-// or error (GetEvent, GetResult, GetError). The stream starts when the loop
-// does and ends with it:
+// or error (GetEvent, GetResult, GetError). A body, result or details whose
+// JSON has no google.protobuf.Value form comes in the item's raw_* field
+// instead. The stream starts when the loop does and ends with it:
 //
 //	for item, err := range s.Watch(ctx, jobID) {
 //		if err != nil { … }

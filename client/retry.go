@@ -6,13 +6,10 @@ import (
 	"github.com/sessiongate/sessiongate/timeoutprofile"
 )
 
-// RetryJSONPath is where the published retry policy's JSON file will live
-// in the repository (the Python and TypeScript clients load a copy of it).
-//
-// TODO(retry-json): timeoutprofile/ does not publish the JSON file yet;
-// until it does, clients/generate.sh writes the output of
-// timeoutprofile.RetryServiceConfig instead, and so does RetryServiceConfig
-// here. Check the name when the file lands.
+// RetryJSONPath is the published retry policy's JSON file in the
+// repository, which the Python and TypeScript clients carry a copy of
+// (clients/generate.sh). A test in timeoutprofile keeps it equal to
+// timeoutprofile.RetryServiceConfig's output, which the Go client uses.
 const RetryJSONPath = "timeoutprofile/retry_service_config.json"
 
 var retryConfig = sync.OnceValues(func() (string, error) {

@@ -12,7 +12,7 @@ import grpc
 
 from ._gen.sessiongate.v1 import sessiongate_pb2 as pb
 from ._gen.sessiongate.v1 import sessiongate_pb2_grpc as pb_grpc
-from ._values import from_value, to_value
+from ._values import from_raw_or_value, to_value
 from .errors import GatewayError, from_rpc_error
 
 TIMEOUT_METADATA_KEY = "x-timeout-ms"
@@ -332,7 +332,7 @@ class Session:
         if input is not None:
             to_value(input, req.input)
         r = self._unary("RunJob", req, timeout, server_timeout)
-        return RunResult(job_id=r.job_id, result=from_value(r.result), summary=r.summary)
+        return RunResult(job_id=r.job_id, result=from_raw_or_value(r.raw_result, r.result), summary=r.summary)
 
     def submit(
         self,
@@ -417,9 +417,9 @@ class Watch:
         item = m.WhichOneof("item")
         if item == "event":
             e = m.event
-            return JobEvent(event_seq=m.event_seq, kind=e.kind, ts=_ts(e, "ts"), body=from_value(e.body))
+            return JobEvent(event_seq=m.event_seq, kind=e.kind, ts=_ts(e, "ts"), body=from_raw_or_value(e.raw_body, e.body))
         if item == "result":
-            return JobResult(event_seq=m.event_seq, result=from_value(m.result.result), summary=m.result.summary)
+            return JobResult(event_seq=m.event_seq, result=from_raw_or_value(m.result.raw_result, m.result.result), summary=m.result.summary)
         e = m.error
         return JobError(
             event_seq=m.event_seq,
@@ -427,7 +427,7 @@ class Watch:
             code=e.code,
             message=e.message,
             retryable=e.retryable,
-            details=from_value(e.details),
+            details=from_raw_or_value(e.raw_details, e.details),
         )
 
     def cancel(self) -> None:

@@ -10,11 +10,15 @@ google.protobuf.Value holds JSON, and its numbers are IEEE-754 doubles. So:
 * ``float('nan')`` and infinities are not JSON and raise ``ValueError``;
 * mapping keys must be ``str``; tuples are sent as lists;
 * google.protobuf.Struct keeps no key order, so objects come back as dicts
-  with their keys sorted.
+  with their keys sorted;
+* JSON that has no google.protobuf.Value form (a number beyond float64,
+  invalid UTF-8) arrives as its raw text, which is parsed with :mod:`json`:
+  there, integers of any size are exact.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any, Mapping
 
@@ -78,3 +82,14 @@ def from_value(v: struct_pb2.Value) -> Any:
     if kind == "list_value":
         return [from_value(item) for item in v.list_value.values]
     return None  # null_value, or an unset Value
+
+
+def from_raw_or_value(raw: bytes, v: struct_pb2.Value) -> Any:
+    """Return the raw JSON text (the gateway's raw_* fields) parsed, when it
+    was sent instead of the Value, else the Value as Python data."""
+    if raw:
+        try:
+            return json.loads(raw)
+        except UnicodeDecodeError:
+            return json.loads(raw.decode("utf-8", "replace"))
+    return from_value(v)

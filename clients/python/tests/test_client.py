@@ -230,6 +230,20 @@ class ClientTest(unittest.TestCase):
         self.assertIn("retryThrottling", cfg)
 
 
+class ValuesTest(unittest.TestCase):
+    def test_raw_json_is_parsed_exactly(self) -> None:
+        from google.protobuf import struct_pb2
+
+        from sessiongate._values import from_raw_or_value, to_value
+
+        big = b'{"n": 123456789012345678901234567890, "f": 1e400, "s": "x"}'
+        got = from_raw_or_value(big, struct_pb2.Value())
+        self.assertEqual(got["n"], 123456789012345678901234567890)
+        self.assertEqual(got["f"], float("inf"))
+        self.assertEqual(from_raw_or_value(b'"\xff"', struct_pb2.Value()), "\ufffd")
+        self.assertEqual(from_raw_or_value(b"", to_value({"a": 1})), {"a": 1})
+
+
 class ReadmeTest(unittest.TestCase):
     """Runs README.md's "Calling from Python" block verbatim (with the test
     gateway's address in place of 127.0.0.1:50051)."""

@@ -24,7 +24,7 @@ import {
   type OpenSessionResponse,
   type WatchJobResponse,
 } from "./gen/sessiongate/v1/sessiongate_pb.js";
-import { fromValue, toValue, type JsonValue } from "./values.js";
+import { fromRawOrValue, toValue, type JsonValue } from "./values.js";
 
 /** Request metadata asking the gateway for a timeout, in milliseconds. */
 export const TIMEOUT_METADATA_KEY = "x-timeout-ms";
@@ -364,7 +364,7 @@ export class Session implements AsyncDisposable {
       o,
       this.id,
     );
-    return { jobId: r.jobId, result: fromValue(r.result), summary: r.summary };
+    return { jobId: r.jobId, result: fromRawOrValue(r.rawResult, r.result), summary: r.summary };
   }
 
   /** Submits a job; resolves once the runtime accepted it. */
@@ -427,9 +427,9 @@ function item(m: WatchJobResponse): WatchItem {
   const it = m.item;
   switch (it.case) {
     case "event":
-      return { type: "event", eventSeq: m.eventSeq, kind: it.value.kind, ts: date(it.value.ts), body: fromValue(it.value.body) };
+      return { type: "event", eventSeq: m.eventSeq, kind: it.value.kind, ts: date(it.value.ts), body: fromRawOrValue(it.value.rawBody, it.value.body) };
     case "result":
-      return { type: "result", eventSeq: m.eventSeq, result: fromValue(it.value.result), summary: it.value.summary };
+      return { type: "result", eventSeq: m.eventSeq, result: fromRawOrValue(it.value.rawResult, it.value.result), summary: it.value.summary };
     case "error":
       return {
         type: "error",
@@ -438,7 +438,7 @@ function item(m: WatchJobResponse): WatchItem {
         code: it.value.code,
         message: it.value.message,
         retryable: it.value.retryable,
-        details: fromValue(it.value.details),
+        details: fromRawOrValue(it.value.rawDetails, it.value.details),
       };
     default:
       throw new Error(`sessiongate: watch item with no content at event_seq ${m.eventSeq}`);

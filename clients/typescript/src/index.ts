@@ -54,5 +54,5 @@ export {
   type ErrorInfo,
 } from "./errors.js";
 export { retryServiceConfig } from "./gen/retry_service_config.js";
-export { fromValue, toValue, type JsonValue } from "./values.js";
+export { fromRawOrValue, fromValue, toValue, type JsonValue } from "./values.js";
 export * as pb from "./gen/sessiongate/v1/sessiongate_pb.js";

@@ -71,3 +71,16 @@ export function fromValue(v: Value | undefined): JsonValue {
       return null;
   }
 }
+
+const utf8 = new TextDecoder();
+
+/**
+ * fromRawOrValue returns the raw JSON text (the gateway's raw* fields) parsed
+ * with JSON.parse when it was sent instead of the Value (JSON with no
+ * google.protobuf.Value form: a number beyond float64, invalid UTF-8), else
+ * the Value. JSON.parse rounds integers beyond 2^53, as it does everywhere.
+ */
+export function fromRawOrValue(raw: Uint8Array, v: Value | undefined): JsonValue {
+  if (raw.length > 0) return JSON.parse(utf8.decode(raw)) as JsonValue;
+  return fromValue(v);
+}

@@ -17,6 +17,7 @@ import {
   TIMEOUT_METADATA_KEY,
   TimeoutExceededError,
   toValue,
+  fromRawOrValue,
   type Session,
   type WatchItem,
 } from "../src/index.js";
@@ -85,6 +86,12 @@ describe("sessiongate client", { timeout: 60_000 }, () => {
     assert.throws(() => toValue(10n), TypeError);
     assert.throws(() => toValue({ x: NaN }), /input\.x/);
     assert.throws(() => toValue([() => 1]), TypeError);
+  });
+
+  it("parses raw JSON sent in place of a Value", () => {
+    const raw = new TextEncoder().encode('{"n": 12345678901234567890, "s": "x"}');
+    assert.deepEqual(fromRawOrValue(raw, undefined), { n: 12345678901234567890, s: "x" });
+    assert.deepEqual(fromRawOrValue(new Uint8Array(), toValue({ a: 1 })), { a: 1 });
   });
 
   it("watches a stream job as an async iterator", async () => {

@@ -77,36 +77,42 @@ class GetSessionStatusResponse(_message.Message):
     def __init__(self, status: _Optional[_Union[SessionStatus, str]] = ..., phase: _Optional[_Union[SessionPhase, str]] = ..., runtime: _Optional[str] = ..., features: _Optional[_Iterable[str]] = ..., last_event_seq: _Optional[int] = ..., generation: _Optional[int] = ..., instance_id: _Optional[str] = ...) -> None: ...
 
 class JobError(_message.Message):
-    __slots__ = ["code", "details", "final_status", "message", "retryable"]
+    __slots__ = ["code", "details", "final_status", "message", "raw_details", "retryable"]
     CODE_FIELD_NUMBER: _ClassVar[int]
     DETAILS_FIELD_NUMBER: _ClassVar[int]
     FINAL_STATUS_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    RAW_DETAILS_FIELD_NUMBER: _ClassVar[int]
     RETRYABLE_FIELD_NUMBER: _ClassVar[int]
     code: str
     details: _struct_pb2.Value
     final_status: str
     message: str
+    raw_details: bytes
     retryable: bool
-    def __init__(self, final_status: _Optional[str] = ..., code: _Optional[str] = ..., message: _Optional[str] = ..., retryable: bool = ..., details: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ...) -> None: ...
+    def __init__(self, final_status: _Optional[str] = ..., code: _Optional[str] = ..., message: _Optional[str] = ..., retryable: bool = ..., details: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., raw_details: _Optional[bytes] = ...) -> None: ...
 
 class JobEvent(_message.Message):
-    __slots__ = ["body", "kind", "ts"]
+    __slots__ = ["body", "kind", "raw_body", "ts"]
     BODY_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
+    RAW_BODY_FIELD_NUMBER: _ClassVar[int]
     TS_FIELD_NUMBER: _ClassVar[int]
     body: _struct_pb2.Value
     kind: str
+    raw_body: bytes
     ts: _timestamp_pb2.Timestamp
-    def __init__(self, kind: _Optional[str] = ..., ts: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., body: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ...) -> None: ...
+    def __init__(self, kind: _Optional[str] = ..., ts: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., body: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., raw_body: _Optional[bytes] = ...) -> None: ...
 
 class JobResult(_message.Message):
-    __slots__ = ["result", "summary"]
+    __slots__ = ["raw_result", "result", "summary"]
+    RAW_RESULT_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
     SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    raw_result: bytes
     result: _struct_pb2.Value
     summary: str
-    def __init__(self, result: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., summary: _Optional[str] = ...) -> None: ...
+    def __init__(self, result: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., summary: _Optional[str] = ..., raw_result: _Optional[bytes] = ...) -> None: ...
 
 class ListSessionsRequest(_message.Message):
     __slots__ = []
@@ -159,14 +165,16 @@ class RunJobRequest(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., agent: _Optional[str] = ..., input: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., max_runtime_sec: _Optional[int] = ...) -> None: ...
 
 class RunJobResponse(_message.Message):
-    __slots__ = ["job_id", "result", "summary"]
+    __slots__ = ["job_id", "raw_result", "result", "summary"]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    RAW_RESULT_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
     SUMMARY_FIELD_NUMBER: _ClassVar[int]
     job_id: str
+    raw_result: bytes
     result: _struct_pb2.Value
     summary: str
-    def __init__(self, job_id: _Optional[str] = ..., result: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., summary: _Optional[str] = ...) -> None: ...
+    def __init__(self, job_id: _Optional[str] = ..., result: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., summary: _Optional[str] = ..., raw_result: _Optional[bytes] = ...) -> None: ...
 
 class RuntimeInfo(_message.Message):
     __slots__ = ["implementation", "name", "version"]

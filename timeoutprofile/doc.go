@@ -241,11 +241,12 @@
 // no extra load 95.6% at 20 ms, 99.8% at 30 ms, 98.9% at 50 ms, 100% at 100
 // and 200 ms; with two hog processes 97.9% at 30 ms, 96.5% at 50 ms, 99.2%
 // at 100 ms, 99.5% at 200 ms. The margin each call needed (its margin less
-// how early its details arrived) had a median of 8–13 ms and a 90th
-// percentile of 30–33 ms, with or without the hog processes. 100 ms is the
+// how early its details arrived) had a median of 7–13 ms and a 90th
+// percentile of 14–33 ms, with or without the hog processes. 100 ms is the
 // smallest margin with at least 99% pooled under both loads; it leaves
-// headroom over the 30 ms that an unloaded run needs, for slower client
-// runtimes (Python, Node), while larger margins buy little (200 ms: 99.5%).
+// headroom over the 30 ms that the runs without extra load need, for slower
+// client runtimes (Python, Node), while larger margins buy little (200 ms:
+// 99.5%).
 // A server saturated by its own goroutines is different: it reads requests
 // late, so its view of each caller's deadline is later by that delay
 // (median 55 ms here) and no fixed margin keeps up (200 ms: 96.1%); do not
@@ -260,8 +261,8 @@
 // timeoutprofile/retry_service_config.json, for clients in other
 // languages: pass its text as the "grpc.service_config" channel option
 // (grpcio, @grpc/grpc-js). A test keeps the file equal to
-// RetryServiceConfig(RetryPolicy{}); go generate rewrites it. gRPC's built-in retries share the call's
-// deadline. For a budget per attempt use go-grpc-middleware v2's retry
+// RetryServiceConfig(RetryPolicy{}); go generate rewrites it. gRPC's
+// built-in retries share the call's deadline. For a budget per attempt use go-grpc-middleware v2's retry
 // interceptor outside this package's client interceptor:
 //
 //	grpc.WithChainUnaryInterceptor(

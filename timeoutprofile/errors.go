@@ -27,8 +27,10 @@ const (
 // turn into DEADLINE_EXCEEDED. errors.Is(err, context.DeadlineExceeded)
 // holds for it.
 type TimeoutError struct {
-	Profile    string        // the profile the call ran under
-	Configured time.Duration // the limit that fired (for LimitCallerDeadline: the caller's deadline less the margin, from the start of the call)
+	Profile string // the profile the call ran under
+	// Configured is the limit that fired; for LimitCallerDeadline, the time
+	// from the start of the call to the caller's deadline less the margin.
+	Configured time.Duration
 	Elapsed    time.Duration // time since the start of the call (since the last message for LimitGap)
 	Service    string        // fully qualified service name
 	Method     string        // method name

@@ -269,6 +269,7 @@ func New(cfg Config) (*Gateway, error) {
 				uc.Features = req.GetFeatures()
 			}
 			attachRetained(&uc, retained.Account(caller))
+			uc.KeyNamespace = caller
 			return upstream.Dial(ctx, uc)
 		},
 	}

@@ -204,7 +204,7 @@ func (s *service) CloseSession(ctx context.Context, req *sessiongatev1.CloseSess
 	if err := checkText("reason", req.GetReason(), maxReasonLen); err != nil {
 		return nil, err
 	}
-	if err := s.table.Close(ctx, req.GetSessionId(), callerFrom(ctx)); err != nil {
+	if err := s.table.CloseWithReason(ctx, req.GetSessionId(), callerFrom(ctx), req.GetReason()); err != nil {
 		// Once removed from the table the session is gone whatever the
 		// upstream close said; only "not found" is the caller's business.
 		if status.Code(s.err(err)) == codes.NotFound {
@@ -386,6 +386,19 @@ func (s *service) RunJob(ctx context.Context, req *sessiongatev1.RunJobRequest) 
 	if term.Result != nil {
 		resp.Summary = term.Result.Summary
 		resp.Result, resp.RawResult = valueOrRaw(term.Result.Result)
+	}
+	if term.AssemblyErr != nil {
+		forget(sess.Conn, acc.JobID)
+		return nil, s.err(&assemblyError{jobID: acc.JobID, err: term.AssemblyErr})
+	}
+	if a := term.Assembled; a != nil {
+		// A result streamed in result_chunk events (§8.4): text as a
+		// string, bytes as the raw result.
+		if a.Text {
+			resp.Result, resp.RawResult = structpb.NewStringValue(string(a.Data)), nil
+		} else {
+			resp.Result, resp.RawResult = nil, slices.Clone(a.Data)
+		}
 	}
 	forget(sess.Conn, acc.JobID) // the result now lives in resp only
 	return resp, nil

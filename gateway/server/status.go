@@ -169,6 +169,7 @@ func toStatus(log *slog.Logger, err error) error {
 		upCap    *upstream.CapError
 		exceeded *budget.ExceededError
 		sessLost *session.LostError
+		asm      *assemblyError
 	)
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
@@ -188,6 +189,9 @@ func toStatus(log *slog.Logger, err error) error {
 		return gatewayStatus(codes.Unavailable, "DRAINING", "gateway is shutting down: open the session on another instance", nil)
 	case errors.As(err, &exceeded):
 		return exceededStatus(exceeded)
+	case errors.As(err, &asm) && !errors.As(err, &upCap):
+		return gatewayStatus(codes.DataLoss, "RESULT_ASSEMBLY_FAILED", asm.Error()+": the job succeeded; watch its events (WatchJob) for the chunks",
+			map[string]string{"job_id": asm.jobID})
 	case errors.As(err, &upCap):
 		name := upCap.Cap
 		if n, ok := upstreamCapNames[name]; ok {

@@ -287,9 +287,20 @@ func (t *Table[C]) Acquire(id, caller string) (s *Session[C], release func(), er
 	}, nil
 }
 
+// reasonCloser is a Conn that can tell the runtime why it closes.
+type reasonCloser interface {
+	CloseWithReason(ctx context.Context, reason string) error
+}
+
 // Close closes caller's session gracefully upstream and forgets it. After
 // Close returns the session is NOT_FOUND to every lookup.
 func (t *Table[C]) Close(ctx context.Context, id, caller string) error {
+	return t.CloseWithReason(ctx, id, caller, "")
+}
+
+// CloseWithReason is Close, with the caller's reason forwarded to the
+// runtime when the connection can carry it.
+func (t *Table[C]) CloseWithReason(ctx context.Context, id, caller, reason string) error {
 	t.mu.Lock()
 	s, ok := t.byID[id]
 	if !ok || s.Caller != caller || !s.closing.CompareAndSwap(false, true) {
@@ -298,7 +309,12 @@ func (t *Table[C]) Close(ctx context.Context, id, caller string) error {
 	}
 	t.removeLocked(s)
 	t.mu.Unlock()
-	err := s.Conn.Close(ctx)
+	var err error
+	if rc, ok := any(s.Conn).(reasonCloser); ok && reason != "" {
+		err = rc.CloseWithReason(ctx, reason)
+	} else {
+		err = s.Conn.Close(ctx)
+	}
 	t.cfg.Logger.Info("session closed", "session_id", s.ID, "caller", caller, "reason", "close_session")
 	return err
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sessiongate/sessiongate/gateway/arcp"
+	"github.com/sessiongate/sessiongate/gateway/budget"
 	"github.com/sessiongate/sessiongate/gateway/tombstone"
 )
 
@@ -35,6 +36,10 @@ type Config struct {
 	MaxTombstones     int           // tombstones per connection, default 100,000; beyond it the soonest-expiring is evicted and counted
 	JobRetention      time.Duration // how long a finished job stays watchable, default 5 min
 	MaxResultBytes    int64         // largest streamed result (§8.4) assembled for Wait, default 16 MiB
+
+	// RetainedBytes is the account of the gateway's retained-bytes budget
+	// this session's job logs and results are reserved in (nil: none).
+	RetainedBytes budget.Account
 
 	// KeyNamespace is the identity of the caller the session belongs to.
 	// Callers' idempotency keys are sent namespaced by it, so two callers

@@ -89,6 +89,8 @@ type Conn struct {
 	subs         map[correlate.ID]*request      // submits the core may still deliver or fail
 	nextCID      correlate.ID
 	curAccept    *arcp.Accepted      // the job.accepted being handed to the core
+	reserved     int64 // bytes reserved in cfg.RetainedBytes
+	budgetCap    int64 // byte cap while the retained-bytes budget refuses more; -1 none
 	coreSeen     correlate.Counters  // the core's counters when last added to ctr
 	pending      map[string]*request // sent, unanswered requests other than submits, by envelope id
 	jobs         map[string]*job     // live and finished (until JobRetention) jobs
@@ -163,6 +165,7 @@ func newConn(cfg Config) *Conn {
 		jobs:       make(map[string]*job),
 		live:       make(map[*job]struct{}),
 		subs:       make(map[correlate.ID]*request),
+		budgetCap:  -1,
 	}
 	c.defaultTTL = cfg.tombstoneTTL(0)
 	c.core = correlate.New(correlate.Config{

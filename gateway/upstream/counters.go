@@ -42,5 +42,6 @@ type Counters struct {
 
 	// Consumers.
 	SlowConsumers atomic.Uint64 // watchers failed with ErrSlowConsumer
+	BudgetTrims   atomic.Uint64 // times the retained-bytes budget refused more and the logs were trimmed
 	BackPressure  atomic.Uint64 // times acking was paused because the event buffer was filling up
 }

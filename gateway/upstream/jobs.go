@@ -69,6 +69,7 @@ type job struct {
 	subReq     *request
 	held       bool // seen during reconciliation, not yet claimed by a caller
 	chunks     chunkAssembler
+	doneCh     chan struct{} // JobDone, created on demand
 }
 
 // waitChLocked returns a channel closed at j's next change.
@@ -169,6 +170,7 @@ func (c *Conn) removeJobLocked(j *job) {
 	j.removed = true
 	delete(c.jobs, j.id)
 	c.core.Forget(j.id)
+	j.closeDoneLocked()
 	if j.term == nil {
 		delete(c.live, j)
 		c.liveJobs--
@@ -240,14 +242,117 @@ func (c *Conn) appendLocked(j *job, it Item, size int, now time.Time) {
 		c.resolveCancelsLocked(j)
 	}
 	j.notifyLocked()
+	if it.terminal() {
+		j.closeDoneLocked()
+	}
 	c.enforceCapsLocked(now)
+	c.reserveRetainedLocked(now)
+}
+
+// byteCapLocked is the byte cap in force: MaxBufferedBytes, or less while
+// the gateway's retained-bytes budget refuses this session more.
+func (c *Conn) byteCapLocked() int64 {
+	if c.budgetCap >= 0 {
+		return min(c.cfg.MaxBufferedBytes, c.budgetCap)
+	}
+	return c.cfg.MaxBufferedBytes
+}
+
+// reserveRetainedLocked keeps the bytes reserved in the retained-bytes
+// account equal to what the logs hold. When the account refuses more (the
+// caller or the gateway is at its budget), the logs are trimmed to what is
+// reserved by the slow-consumer policy: finished logs first, then read
+// history, then the slowest watcher fails with ErrSlowConsumer. Nothing is
+// lost silently; a single item larger than everything reserved is kept
+// unaccounted (it is bounded by MaxFrameBytes).
+func (c *Conn) reserveRetainedLocked(now time.Time) {
+	acct := c.cfg.RetainedBytes
+	if acct == nil {
+		return
+	}
+	switch d := c.bufBytes - c.reserved; {
+	case d < 0:
+		acct.Release(-d)
+		c.reserved = c.bufBytes
+		c.budgetCap = -1
+	case d > 0:
+		if acct.Reserve(d) == nil {
+			c.reserved = c.bufBytes
+			c.budgetCap = -1
+			return
+		}
+		c.ctr.BudgetTrims.Add(1)
+		c.budgetCap = c.reserved
+		c.enforceCapsLocked(now)
+		if d := c.bufBytes - c.reserved; d < 0 {
+			acct.Release(-d)
+			c.reserved = c.bufBytes
+		}
+	}
+}
+
+// releaseRetainedLocked gives back every reserved byte (the session ended).
+func (c *Conn) releaseRetainedLocked() {
+	if c.cfg.RetainedBytes != nil && c.reserved > 0 {
+		c.cfg.RetainedBytes.Release(c.reserved)
+	}
+	c.reserved = 0
+}
+
+// closeDoneLocked closes j's JobDone channel.
+func (j *job) closeDoneLocked() {
+	if j.doneCh == nil {
+		j.doneCh = closedCh
+	} else if j.doneCh != closedCh {
+		close(j.doneCh)
+		j.doneCh = closedCh
+	}
+}
+
+var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// JobDone returns a channel closed when the job's terminal has arrived, the
+// connection has forgotten the job, or the session has ended: a job's end
+// without consuming its result. It is closed already for a job the
+// connection does not know.
+func (c *Conn) JobDone(jobID string) <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	j := c.jobs[jobID]
+	if j == nil || c.ended {
+		return closedCh
+	}
+	if j.doneCh == nil {
+		j.doneCh = make(chan struct{})
+	}
+	return j.doneCh
+}
+
+// Forget drops a finished job whose result was delivered: its log and
+// result go (releasing their bytes) unless a watcher still reads them, in
+// which case the usual retention applies. Later Wait and Watch calls get
+// ErrUnknownJob.
+func (c *Conn) Forget(jobID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	j := c.jobs[jobID]
+	if j == nil || j.term == nil {
+		return
+	}
+	for _, w := range j.watchers {
+		if w.active() {
+			return
+		}
+	}
+	c.removeJobLocked(j)
+	c.reserveRetainedLocked(time.Now())
 }
 
 // enforceCapsLocked applies the slow-consumer policy (see the package
 // documentation): the retained items must fit MaxBufferedEvents and
 // MaxBufferedBytes.
 func (c *Conn) enforceCapsLocked(now time.Time) {
-	maxE, maxB := c.cfg.MaxBufferedEvents, c.cfg.MaxBufferedBytes
+	maxE, maxB := c.cfg.MaxBufferedEvents, c.byteCapLocked()
 	over := func() bool { return c.bufEvents > maxE || c.bufBytes > maxB }
 	high := func() bool { return c.bufEvents*4 > maxE*3 || c.bufBytes*4 > maxB*3 }
 	if over() {
@@ -303,7 +408,7 @@ func (c *Conn) enforceCapsLocked(now time.Time) {
 // fit the caps (at most all of them).
 func (c *Conn) excessIn(j *job) int {
 	needE := c.bufEvents - c.cfg.MaxBufferedEvents
-	needB := c.bufBytes - c.cfg.MaxBufferedBytes
+	needB := c.bufBytes - c.byteCapLocked()
 	n := max(needE, 0)
 	if needB > 0 {
 		k := sort.Search(len(j.items), func(i int) bool { return j.cum[i]-j.cumBase >= needB })

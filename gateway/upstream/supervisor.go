@@ -125,6 +125,7 @@ func (c *Conn) housekeep(t *transport, now time.Time) {
 		c.ctr.TombstonesExpired.Add(uint64(n))
 	}
 	c.expireJobsLocked(now)
+	c.reserveRetainedLocked(now)
 	if c.ackPaused && now.Sub(c.pausedAt) >= c.cfg.knobs.pressureGrace {
 		// Back-pressure did not help: the slowest watcher fails.
 		c.failSlowestLocked(now)
@@ -395,7 +396,9 @@ func (c *Conn) finish(err error) {
 	}
 	for _, j := range c.jobs {
 		j.notifyLocked()
+		j.closeDoneLocked()
 	}
+	c.releaseRetainedLocked()
 	if c.spaceCh != nil {
 		close(c.spaceCh)
 		c.spaceCh = nil

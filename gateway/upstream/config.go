@@ -41,6 +41,24 @@ type Config struct {
 	// this session's job logs and results are reserved in (nil: none).
 	RetainedBytes budget.Account
 
+	// Resume, when set, makes Dial take over an existing ARCP session (a
+	// gateway replica adopting a session whose owner is gone) instead of
+	// opening a new one: the handshake presents the stored resume token
+	// and last_event_seq. Jobs whose events arrive and that this
+	// connection did not submit are the session's: they are adopted, with
+	// history from LastEventSeq on (see AdoptJob).
+	Resume *ResumeFrom
+	// OnWelcome, if set, is called with the session's new resume token
+	// after every welcome (the first one included), before the transport
+	// is served; a cluster directory stores it there, so a takeover never
+	// presents a used token. It runs on the connection's supervisor and
+	// must return promptly.
+	OnWelcome func(sessionID, resumeToken string)
+	// AckLimited makes acks never pass the limit set by SetAckLimit
+	// (initially the resume's LastEventSeq, else 0): a cluster directory
+	// records the acked seq before the runtime may discard the events.
+	AckLimited bool
+
 	// KeyNamespace is the identity of the caller the session belongs to.
 	// Callers' idempotency keys are sent namespaced by it, so two callers
 	// sharing one upstream principal never share a job through a key.
@@ -51,6 +69,13 @@ type Config struct {
 	HTTPClient *http.Client // optional, for dialing
 
 	knobs *knobs // test-only overrides, set through export_test.go
+}
+
+// ResumeFrom names an ARCP session to take over.
+type ResumeFrom struct {
+	SessionID    string
+	ResumeToken  string
+	LastEventSeq uint64
 }
 
 // knobs are internal tuning values that tests shorten.

@@ -47,6 +47,11 @@ type Conn struct {
 	welcome    arcp.Welcome // the first welcome
 	defaultTTL time.Duration
 	keyNS      string    // prefix of callers' idempotency keys on the wire
+	seqCfg     correlate.SeqConfig
+	adopt      bool   // taken over (Config.Resume): unknown jobs are the session's
+	adoptFrom  uint64 // the takeover's last_event_seq: adopted jobs' history starts after it
+	detachCh   chan struct{}
+	detachOnce sync.Once
 	epoch      time.Time // origin of the monotonic clock readings below
 
 	// Lifetime. ctx is the parent of every transport context; cancel is the
@@ -89,7 +94,8 @@ type Conn struct {
 	subs         map[correlate.ID]*request      // submits the core may still deliver or fail
 	nextCID      correlate.ID
 	curAccept    *arcp.Accepted      // the job.accepted being handed to the core
-	reserved     int64 // bytes reserved in cfg.RetainedBytes
+	ackLimit     uint64 // Config.AckLimited: acks never pass it
+	reserved     int64  // bytes reserved in cfg.RetainedBytes
 	budgetCap    int64 // byte cap while the retained-bytes budget refuses more; -1 none
 	coreSeen     correlate.Counters  // the core's counters when last added to ctr
 	pending      map[string]*request // sent, unanswered requests other than submits, by envelope id
@@ -128,7 +134,19 @@ func Dial(ctx context.Context, cfg Config) (*Conn, error) {
 		return nil, err
 	}
 	c := newConn(cfg)
-	hs, err := c.handshake(ctx, nil)
+	var resume *arcp.Resume
+	if r := cfg.Resume; r != nil {
+		resume = &arcp.Resume{SessionID: r.SessionID, ResumeToken: r.ResumeToken, LastEventSeq: r.LastEventSeq}
+		c.adopt, c.adoptFrom, c.ackLimit = true, r.LastEventSeq, r.LastEventSeq
+		c.lastSeq.Store(r.LastEventSeq)
+		c.lastAcked = r.LastEventSeq
+		c.seqr = correlate.NewSequencer[seqFrame](c.seqCfg, r.LastEventSeq)
+	}
+	hs, err := c.handshake(ctx, resume)
+	if err == nil && resume != nil && hs.sessionID != resume.SessionID {
+		hs.ws.CloseNow()
+		err = &arcp.Error{Code: arcp.CodeResumeWindowExpired, Message: "the runtime answered the takeover with another session"}
+	}
 	if err != nil {
 		c.state.Store(int32(StateClosed))
 		c.cancel()
@@ -144,6 +162,9 @@ func Dial(ctx context.Context, cfg Config) (*Conn, error) {
 	c.core.Connected()
 	t := c.newTransportLocked(hs)
 	c.mu.Unlock()
+	if cfg.OnWelcome != nil {
+		cfg.OnWelcome(c.sessionID, hs.welcome.ResumeToken)
+	}
 	c.moveTo(StateReady)
 	c.log.Debug("upstream session ready", "session_id", c.sessionID, "features", c.features)
 	go c.run(t)
@@ -161,6 +182,7 @@ func newConn(cfg Config) *Conn {
 		runDone:    make(chan struct{}),
 		closedRecv: make(chan struct{}),
 		kick:       make(chan struct{}, 1),
+		detachCh:   make(chan struct{}),
 		pending:    make(map[string]*request),
 		jobs:       make(map[string]*job),
 		live:       make(map[*job]struct{}),
@@ -173,11 +195,12 @@ func newConn(cfg Config) *Conn {
 		TraceTTL:       c.defaultTTL,
 		MaxUnclaimed:   cfg.MaxTombstones,
 	})
-	c.seqr = correlate.NewSequencer[seqFrame](correlate.SeqConfig{
+	c.seqCfg = correlate.SeqConfig{
 		Window:      cfg.knobs.reorderWindow,
 		WindowBytes: int(min(cfg.MaxBufferedBytes, 4<<20)),
 		MaxHold:     cfg.knobs.reorderHold,
-	}, 0)
+	}
+	c.seqr = correlate.NewSequencer[seqFrame](c.seqCfg, 0)
 	if cfg.KeyNamespace != "" {
 		sum := sha256.Sum256([]byte(cfg.KeyNamespace))
 		c.keyNS = "sg1." + base64.RawURLEncoding.EncodeToString(sum[:12]) + "."
@@ -318,6 +341,48 @@ func (c *Conn) CloseWithReason(ctx context.Context, reason string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.closeResult
+}
+
+// Detach lets go of the session without closing it upstream: the socket is
+// closed, every waiter fails with ErrDetached, and the runtime keeps the
+// session for its resume window, so another gateway instance can take it
+// over with the latest resume token. A replica whose directory epoch moved
+// detaches (it must never session.close a session another owns), and a
+// draining replica detaches to hand its sessions off. Detach waits for the
+// connection's goroutines. It is idempotent and a no-op after the end.
+func (c *Conn) Detach() {
+	c.mu.Lock()
+	if !c.ended && c.fatal == nil {
+		c.fatal = ErrDetached
+	}
+	if t := c.tr; t != nil {
+		c.dropLocked(t, errDetach, false)
+	}
+	c.mu.Unlock()
+	c.detachOnce.Do(func() { close(c.detachCh) })
+	<-c.runDone
+}
+
+// SetAckLimit raises the highest event_seq the connection may acknowledge
+// (with Config.AckLimited): the caller has recorded it durably.
+func (c *Conn) SetAckLimit(seq uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if seq > c.ackLimit {
+		c.ackLimit = seq
+		if c.feat.ack && c.lastSeq.Load() > c.lastAcked {
+			c.ackWanted = true
+			c.wakeWriter()
+		}
+	}
+}
+
+// ResumePoint returns the session's latest resume token and the highest
+// event_seq delivered (what a takeover would present).
+func (c *Conn) ResumePoint() (token string, lastSeq uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.resumeToken, c.lastSeq.Load()
 }
 
 // moveTo enters state to, if the state machine allows it from the current

@@ -394,6 +394,13 @@ func (c *Conn) deliverSeqLocked(env *arcp.Envelope, size int, now time.Time) {
 			}
 			return
 		}
+		if c.adopt && (it.Error == nil || c.core.Waiting() == 0) {
+			// A taken-over session's job, submitted through the
+			// previous owner: adopt it, with history from the
+			// takeover on.
+			j = c.adoptJobLocked(env.JobID)
+			goto known
+		}
 		var v correlate.Verdict
 		if it.Error != nil {
 			// A job.error for a job never accepted is the TS SDK's way to
@@ -416,6 +423,7 @@ func (c *Conn) deliverSeqLocked(env *arcp.Envelope, size int, now time.Time) {
 		// job's id: it answers the waiting submit, not this job.
 		return
 	}
+known:
 	if j.term != nil {
 		// Nothing follows a terminal.
 		c.ctr.ProtocolViolations.Add(1)

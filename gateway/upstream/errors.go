@@ -19,6 +19,9 @@ var (
 	// (or the history a Watch asked for) was the slowest; the events it had
 	// not read are gone. Watch again from a later event_seq.
 	ErrSlowConsumer = errors.New("upstream: slow consumer: events no longer retained")
+	// ErrDetached: the connection let go of the session without closing it
+	// (Detach): another gateway instance owns it now.
+	ErrDetached = errors.New("upstream: session detached: another instance owns it")
 	// ErrOutcomeUnknown: the transport dropped after a job.submit was sent
 	// and before the runtime answered. Resume replays only events, so the
 	// answer is lost: the job may or may not exist. Retry with the same
@@ -62,6 +65,7 @@ var (
 	errFIFOStall        = errors.New("upstream: submit unanswered past its tombstone TTL")
 	errOversize         = errors.New("upstream: frame over the read limit")
 	errSessionEnded     = errors.New("upstream: session ended by the runtime")
+	errDetach           = errors.New("upstream: detach requested")
 	errReconcile        = errors.New("upstream: reconciliation needs a new transport")
 	errUnreadableAnswer = errors.New("upstream: unreadable answer while submits wait: FIFO alignment unknown")
 )

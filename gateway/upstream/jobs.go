@@ -600,3 +600,63 @@ func (w *Watcher) Close() {
 	}
 	j.notifyLocked()
 }
+
+// adoptJobLocked records a job of a taken-over session that this
+// connection did not submit. Its history before the takeover is not here:
+// a Watch from before it gets ErrSlowConsumer, a definite error.
+func (c *Conn) adoptJobLocked(id string) *job {
+	j := c.addJobLocked(id)
+	j.trimmedSeq = c.adoptFrom
+	return j
+}
+
+// AdoptJob makes a job of a taken-over session watchable before any of its
+// events has arrived here (a caller watching from its cursor after the
+// takeover). The runtime's list_jobs answer must name the job, when
+// list_jobs is negotiated; a job that already ended before the takeover
+// cannot be served from here (ErrSlowConsumer). ErrUnknownJob for a session
+// that was not taken over.
+func (c *Conn) AdoptJob(ctx context.Context, jobID string) error {
+	c.mu.Lock()
+	if _, ok := c.jobs[jobID]; ok {
+		c.mu.Unlock()
+		return nil
+	}
+	adopt := c.adopt
+	c.mu.Unlock()
+	if !adopt || jobID == "" {
+		return ErrUnknownJob
+	}
+	if c.feat.listJobs {
+		found := false
+		cursor := ""
+		for page := 0; page < 100 && !found; page++ {
+			jobs, err := c.ListJobs(ctx, arcp.ListJobs{Limit: 1000, Cursor: cursor})
+			if err != nil {
+				return err
+			}
+			for _, j := range jobs.Jobs {
+				if j.JobID != jobID {
+					continue
+				}
+				found = true
+				switch j.Status {
+				case arcp.StatusSuccess, arcp.StatusError, arcp.StatusCancelled, arcp.StatusTimedOut:
+					return ErrSlowConsumer
+				}
+			}
+			if cursor = jobs.NextCursor; cursor == "" {
+				break
+			}
+		}
+		if !found {
+			return ErrUnknownJob
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.jobs[jobID]; !ok && !c.ended {
+		c.adoptJobLocked(jobID)
+	}
+	return nil
+}

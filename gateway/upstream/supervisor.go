@@ -60,6 +60,8 @@ func (c *Conn) serve(t *transport) error {
 			return context.Cause(t.ctx)
 		case <-c.closeCtx.Done():
 			return errCloseRequested
+		case <-c.detachCh:
+			return errDetach
 		case <-hbC:
 			hb.Reset(c.heartbeat(t))
 		case <-c.kick:
@@ -310,6 +312,9 @@ func (c *Conn) reconnect(cause error) *transport {
 			c.moveTo(StateClosing)
 			c.finish(ErrClosed)
 			return nil
+		case <-c.detachCh:
+			c.finish(ErrDetached)
+			return nil
 		}
 		attempts++
 		c.ctr.Reconnects.Add(1)
@@ -321,7 +326,15 @@ func (c *Conn) reconnect(cause error) *transport {
 			hs.ws.CloseNow()
 			err = &arcp.Error{Code: arcp.CodeResumeWindowExpired, Message: "the runtime answered the resume with another session"}
 		}
+		if err == nil && c.isDetached() {
+			hs.ws.CloseNow()
+			c.finish(ErrDetached)
+			return nil
+		}
 		if err == nil {
+			if c.cfg.OnWelcome != nil {
+				c.cfg.OnWelcome(c.sessionID, hs.welcome.ResumeToken)
+			}
 			c.mu.Lock()
 			c.recordWelcomeLocked(hs)
 			t := c.newTransportLocked(hs)
@@ -359,6 +372,15 @@ func (c *Conn) reconnect(cause error) *transport {
 		c.log.Debug("upstream: resume attempt failed", "session_id", c.sessionID, "attempt", attempts, "err", err)
 		backoff = min(backoff*2, c.cfg.BackoffMax)
 		timer.Reset(min(jitter(backoff), deadline.Sub(now)))
+	}
+}
+
+func (c *Conn) isDetached() bool {
+	select {
+	case <-c.detachCh:
+		return true
+	default:
+		return false
 	}
 }
 

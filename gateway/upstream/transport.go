@@ -248,7 +248,11 @@ func (c *Conn) takeBatch(t *transport, batch [][]byte) [][]byte {
 	clear(c.ctrl)
 	c.ctrl = c.ctrl[:0]
 	if c.ackWanted && c.feat.ack && !c.ackPaused {
-		if seq := c.lastSeq.Load(); seq > c.lastAcked {
+		seq := c.lastSeq.Load()
+		if c.cfg.AckLimited {
+			seq = min(seq, c.ackLimit)
+		}
+		if seq > c.lastAcked {
 			if f := c.frame(arcp.TypeAck, "", arcp.Ack{LastProcessedSeq: seq}); f != nil {
 				batch = append(batch, f)
 				c.lastAcked = seq

@@ -46,7 +46,7 @@ type Conn struct {
 	feat       featureSet
 	welcome    arcp.Welcome // the first welcome
 	defaultTTL time.Duration
-	keyNS      string    // prefix of callers' idempotency keys on the wire
+	keyNS      string // prefix of callers' idempotency keys on the wire
 	seqCfg     correlate.SeqConfig
 	adopt      bool   // taken over (Config.Resume): unknown jobs are the session's
 	adoptFrom  uint64 // the takeover's last_event_seq: adopted jobs' history starts after it
@@ -94,9 +94,9 @@ type Conn struct {
 	subs         map[correlate.ID]*request      // submits the core may still deliver or fail
 	nextCID      correlate.ID
 	curAccept    *arcp.Accepted      // the job.accepted being handed to the core
-	ackLimit     uint64 // Config.AckLimited: acks never pass it
-	reserved     int64  // bytes reserved in cfg.RetainedBytes
-	budgetCap    int64 // byte cap while the retained-bytes budget refuses more; -1 none
+	ackLimit     uint64              // Config.AckLimited: acks never pass it
+	reserved     int64               // bytes reserved in cfg.RetainedBytes
+	budgetCap    int64               // byte cap while the retained-bytes budget refuses more; -1 none
 	coreSeen     correlate.Counters  // the core's counters when last added to ctr
 	pending      map[string]*request // sent, unanswered requests other than submits, by envelope id
 	jobs         map[string]*job     // live and finished (until JobRetention) jobs

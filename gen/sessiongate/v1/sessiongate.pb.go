@@ -136,6 +136,75 @@ func (SessionPhase) EnumDescriptor() ([]byte, []int) {
 	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{1}
 }
 
+// JobState is where a job stands (ARCP status / final_status).
+type JobState int32
+
+const (
+	JobState_JOB_STATE_UNSPECIFIED JobState = 0
+	// Accepted, not yet running ("pending").
+	JobState_JOB_STATE_PENDING JobState = 1
+	// Running ("running").
+	JobState_JOB_STATE_RUNNING JobState = 2
+	// Ended with a result ("success").
+	JobState_JOB_STATE_SUCCEEDED JobState = 3
+	// Ended with an error ("error"), including LEASE_EXPIRED and
+	// BUDGET_EXHAUSTED.
+	JobState_JOB_STATE_FAILED JobState = 4
+	// Cancelled ("cancelled").
+	JobState_JOB_STATE_CANCELLED JobState = 5
+	// Ran past its max_runtime_sec ("timed_out").
+	JobState_JOB_STATE_TIMED_OUT JobState = 6
+)
+
+// Enum value maps for JobState.
+var (
+	JobState_name = map[int32]string{
+		0: "JOB_STATE_UNSPECIFIED",
+		1: "JOB_STATE_PENDING",
+		2: "JOB_STATE_RUNNING",
+		3: "JOB_STATE_SUCCEEDED",
+		4: "JOB_STATE_FAILED",
+		5: "JOB_STATE_CANCELLED",
+		6: "JOB_STATE_TIMED_OUT",
+	}
+	JobState_value = map[string]int32{
+		"JOB_STATE_UNSPECIFIED": 0,
+		"JOB_STATE_PENDING":     1,
+		"JOB_STATE_RUNNING":     2,
+		"JOB_STATE_SUCCEEDED":   3,
+		"JOB_STATE_FAILED":      4,
+		"JOB_STATE_CANCELLED":   5,
+		"JOB_STATE_TIMED_OUT":   6,
+	}
+)
+
+func (x JobState) Enum() *JobState {
+	p := new(JobState)
+	*p = x
+	return p
+}
+
+func (x JobState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (JobState) Descriptor() protoreflect.EnumDescriptor {
+	return file_sessiongate_v1_sessiongate_proto_enumTypes[2].Descriptor()
+}
+
+func (JobState) Type() protoreflect.EnumType {
+	return &file_sessiongate_v1_sessiongate_proto_enumTypes[2]
+}
+
+func (x JobState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use JobState.Descriptor instead.
+func (JobState) EnumDescriptor() ([]byte, []int) {
+	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{2}
+}
+
 // Agent is an agent a runtime offers.
 type Agent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -264,6 +333,437 @@ func (x *RuntimeInfo) GetVersion() string {
 	return ""
 }
 
+// Lease is a set of capability grants (ARCP §9.1-9.2): namespace to
+// patterns, e.g. "fs.read" to ["/workspace/**"], "cost.budget" to
+// ["USD:5.00"], "model.use" to ["tier-fast/*"]. The gateway passes it
+// through unchanged; the runtime enforces it.
+type Lease struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Capability namespace (fs.read, fs.write, net.fetch, tool.call,
+	// agent.delegate, cost.budget, model.use, or a runtime's own) to patterns.
+	Capabilities  map[string]*LeasePatterns `protobuf:"bytes,1,rep,name=capabilities,proto3" json:"capabilities,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Lease) Reset() {
+	*x = Lease{}
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Lease) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Lease) ProtoMessage() {}
+
+func (x *Lease) ProtoReflect() protoreflect.Message {
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Lease.ProtoReflect.Descriptor instead.
+func (*Lease) Descriptor() ([]byte, []int) {
+	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Lease) GetCapabilities() map[string]*LeasePatterns {
+	if x != nil {
+		return x.Capabilities
+	}
+	return nil
+}
+
+// LeasePatterns are the patterns granted in one capability namespace.
+type LeasePatterns struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Glob or amount patterns; their grammar is the namespace's.
+	Patterns      []string `protobuf:"bytes,1,rep,name=patterns,proto3" json:"patterns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeasePatterns) Reset() {
+	*x = LeasePatterns{}
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeasePatterns) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeasePatterns) ProtoMessage() {}
+
+func (x *LeasePatterns) ProtoReflect() protoreflect.Message {
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeasePatterns.ProtoReflect.Descriptor instead.
+func (*LeasePatterns) Descriptor() ([]byte, []int) {
+	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *LeasePatterns) GetPatterns() []string {
+	if x != nil {
+		return x.Patterns
+	}
+	return nil
+}
+
+// LeaseConstraints bound a lease (ARCP §9.5).
+type LeaseConstraints struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Optional on input. When the lease ends: it must be in the future, and
+	// no later than the runtime allows. Needs the lease_expires_at feature.
+	// The job then fails with LEASE_EXPIRED if it is still running.
+	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaseConstraints) Reset() {
+	*x = LeaseConstraints{}
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaseConstraints) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseConstraints) ProtoMessage() {}
+
+func (x *LeaseConstraints) ProtoReflect() protoreflect.Message {
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseConstraints.ProtoReflect.Descriptor instead.
+func (*LeaseConstraints) Descriptor() ([]byte, []int) {
+	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *LeaseConstraints) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+// Progress is a typed progress report (ARCP §8.2.1).
+type Progress struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Work done so far; never negative.
+	Current float64 `protobuf:"fixed64,1,opt,name=current,proto3" json:"current,omitempty"`
+	// Total work, when known; absent means indeterminate.
+	Total *float64 `protobuf:"fixed64,2,opt,name=total,proto3,oneof" json:"total,omitempty"`
+	// Unit of current and total, e.g. "files".
+	Units string `protobuf:"bytes,3,opt,name=units,proto3" json:"units,omitempty"`
+	// Human-readable status line.
+	Message       string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Progress) Reset() {
+	*x = Progress{}
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Progress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Progress) ProtoMessage() {}
+
+func (x *Progress) ProtoReflect() protoreflect.Message {
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Progress.ProtoReflect.Descriptor instead.
+func (*Progress) Descriptor() ([]byte, []int) {
+	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Progress) GetCurrent() float64 {
+	if x != nil {
+		return x.Current
+	}
+	return 0
+}
+
+func (x *Progress) GetTotal() float64 {
+	if x != nil && x.Total != nil {
+		return *x.Total
+	}
+	return 0
+}
+
+func (x *Progress) GetUnits() string {
+	if x != nil {
+		return x.Units
+	}
+	return ""
+}
+
+func (x *Progress) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+// ResultChunk describes one chunk of a streamed result (ARCP §8.4). The
+// chunk's data stays in JobEvent.body.data.
+type ResultChunk struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Identifies the assembled result; JobResult.result_id names it.
+	ResultId string `protobuf:"bytes,1,opt,name=result_id,json=resultId,proto3" json:"result_id,omitempty"`
+	// 0-based index of the chunk within the result.
+	ChunkSeq uint64 `protobuf:"varint,2,opt,name=chunk_seq,json=chunkSeq,proto3" json:"chunk_seq,omitempty"`
+	// "utf8" or "base64": how body.data is encoded.
+	Encoding string `protobuf:"bytes,3,opt,name=encoding,proto3" json:"encoding,omitempty"`
+	// Whether more chunks follow.
+	More          bool `protobuf:"varint,4,opt,name=more,proto3" json:"more,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResultChunk) Reset() {
+	*x = ResultChunk{}
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResultChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResultChunk) ProtoMessage() {}
+
+func (x *ResultChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResultChunk.ProtoReflect.Descriptor instead.
+func (*ResultChunk) Descriptor() ([]byte, []int) {
+	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ResultChunk) GetResultId() string {
+	if x != nil {
+		return x.ResultId
+	}
+	return ""
+}
+
+func (x *ResultChunk) GetChunkSeq() uint64 {
+	if x != nil {
+		return x.ChunkSeq
+	}
+	return 0
+}
+
+func (x *ResultChunk) GetEncoding() string {
+	if x != nil {
+		return x.Encoding
+	}
+	return ""
+}
+
+func (x *ResultChunk) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
+}
+
+// Job is a job as the runtime describes it in session.list_jobs (§6.6) and
+// job.subscribed (§7.6). Every field is output only.
+type Job struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The runtime's job id.
+	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// The resolved agent, "name@version".
+	Agent string `protobuf:"bytes,2,opt,name=agent,proto3" json:"agent,omitempty"`
+	// Where the job stands.
+	State JobState `protobuf:"varint,3,opt,name=state,proto3,enum=sessiongate.v1.JobState" json:"state,omitempty"`
+	// The runtime's status string as sent (for states this API does not
+	// know yet).
+	RawStatus string `protobuf:"bytes,4,opt,name=raw_status,json=rawStatus,proto3" json:"raw_status,omitempty"`
+	// The effective lease.
+	Lease *Lease `protobuf:"bytes,5,opt,name=lease,proto3" json:"lease,omitempty"`
+	// The lease's constraints, when it has any.
+	LeaseConstraints *LeaseConstraints `protobuf:"bytes,6,opt,name=lease_constraints,json=leaseConstraints,proto3" json:"lease_constraints,omitempty"`
+	// Budget counters per currency, when the lease has cost.budget (current
+	// values in SubscribeJob; as listed in ListJobs).
+	Budget map[string]float64 `protobuf:"bytes,7,rep,name=budget,proto3" json:"budget,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
+	// The job that delegated this one, if any.
+	ParentJobId string `protobuf:"bytes,8,opt,name=parent_job_id,json=parentJobId,proto3" json:"parent_job_id,omitempty"`
+	// When the job was created.
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// The job's W3C trace id (32 lowercase hex characters).
+	TraceId string `protobuf:"bytes,10,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
+	// The highest event_seq of the job (in the numbering of the session that
+	// lists it), when the runtime says.
+	LastEventSeq  uint64 `protobuf:"varint,11,opt,name=last_event_seq,json=lastEventSeq,proto3" json:"last_event_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Job) Reset() {
+	*x = Job{}
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Job) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Job) ProtoMessage() {}
+
+func (x *Job) ProtoReflect() protoreflect.Message {
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Job.ProtoReflect.Descriptor instead.
+func (*Job) Descriptor() ([]byte, []int) {
+	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Job) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *Job) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+func (x *Job) GetState() JobState {
+	if x != nil {
+		return x.State
+	}
+	return JobState_JOB_STATE_UNSPECIFIED
+}
+
+func (x *Job) GetRawStatus() string {
+	if x != nil {
+		return x.RawStatus
+	}
+	return ""
+}
+
+func (x *Job) GetLease() *Lease {
+	if x != nil {
+		return x.Lease
+	}
+	return nil
+}
+
+func (x *Job) GetLeaseConstraints() *LeaseConstraints {
+	if x != nil {
+		return x.LeaseConstraints
+	}
+	return nil
+}
+
+func (x *Job) GetBudget() map[string]float64 {
+	if x != nil {
+		return x.Budget
+	}
+	return nil
+}
+
+func (x *Job) GetParentJobId() string {
+	if x != nil {
+		return x.ParentJobId
+	}
+	return ""
+}
+
+func (x *Job) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+func (x *Job) GetTraceId() string {
+	if x != nil {
+		return x.TraceId
+	}
+	return ""
+}
+
+func (x *Job) GetLastEventSeq() uint64 {
+	if x != nil {
+		return x.LastEventSeq
+	}
+	return 0
+}
+
 // OpenSessionRequest opens a session.
 type OpenSessionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -272,7 +772,10 @@ type OpenSessionRequest struct {
 	// Name of the calling application, forwarded upstream as client info.
 	ClientName string `protobuf:"bytes,2,opt,name=client_name,json=clientName,proto3" json:"client_name,omitempty"`
 	// ARCP 1.1 features requested, e.g. "heartbeat", "ack", "subscribe".
-	// Empty requests the gateway's default set.
+	// Empty requests the gateway's default set (every feature the gateway
+	// implements). A known ARCP feature the gateway does not implement
+	// ("provisioned_credentials") is never requested upstream and never in
+	// effect; an unknown name is INVALID_ARGUMENT.
 	Features []string `protobuf:"bytes,3,rep,name=features,proto3" json:"features,omitempty"`
 	// Bearer token presented to the runtime; empty uses the configured one.
 	UpstreamToken string `protobuf:"bytes,4,opt,name=upstream_token,json=upstreamToken,proto3" json:"upstream_token,omitempty"`
@@ -282,7 +785,7 @@ type OpenSessionRequest struct {
 
 func (x *OpenSessionRequest) Reset() {
 	*x = OpenSessionRequest{}
-	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[2]
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -294,7 +797,7 @@ func (x *OpenSessionRequest) String() string {
 func (*OpenSessionRequest) ProtoMessage() {}
 
 func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[2]
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -307,7 +810,7 @@ func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionRequest.ProtoReflect.Descriptor instead.
 func (*OpenSessionRequest) Descriptor() ([]byte, []int) {
-	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{2}
+	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *OpenSessionRequest) GetRuntime() string {
@@ -343,7 +846,8 @@ type OpenSessionResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Opaque session id: the owning instance's id, then 128 random bits.
 	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	// Features in effect (intersection of requested and offered).
+	// Features in effect: requested, implemented by the gateway and offered
+	// by the runtime. Exactly these are used on the session.
 	Features []string `protobuf:"bytes,2,rep,name=features,proto3" json:"features,omitempty"`
 	// Agents the runtime offers.
 	Agents []*Agent `protobuf:"bytes,3,rep,name=agents,proto3" json:"agents,omitempty"`
@@ -357,7 +861,7 @@ type OpenSessionResponse struct {
 
 func (x *OpenSessionResponse) Reset() {
 	*x = OpenSessionResponse{}
-	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[3]
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -369,7 +873,7 @@ func (x *OpenSessionResponse) String() string {
 func (*OpenSessionResponse) ProtoMessage() {}
 
 func (x *OpenSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[3]
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -382,7 +886,7 @@ func (x *OpenSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionResponse.ProtoReflect.Descriptor instead.
 func (*OpenSessionResponse) Descriptor() ([]byte, []int) {
-	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{3}
+	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *OpenSessionResponse) GetSessionId() string {
@@ -431,7 +935,7 @@ type GetSessionStatusRequest struct {
 
 func (x *GetSessionStatusRequest) Reset() {
 	*x = GetSessionStatusRequest{}
-	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[4]
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -443,7 +947,7 @@ func (x *GetSessionStatusRequest) String() string {
 func (*GetSessionStatusRequest) ProtoMessage() {}
 
 func (x *GetSessionStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[4]
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -456,7 +960,7 @@ func (x *GetSessionStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionStatusRequest) Descriptor() ([]byte, []int) {
-	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{4}
+	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetSessionStatusRequest) GetSessionId() string {
@@ -476,7 +980,7 @@ type GetSessionStatusResponse struct {
 	Phase SessionPhase `protobuf:"varint,2,opt,name=phase,proto3,enum=sessiongate.v1.SessionPhase" json:"phase,omitempty"`
 	// Configured runtime name.
 	Runtime string `protobuf:"bytes,3,opt,name=runtime,proto3" json:"runtime,omitempty"`
-	// Features in effect.
+	// Features in effect (as in OpenSessionResponse.features).
 	Features []string `protobuf:"bytes,4,rep,name=features,proto3" json:"features,omitempty"`
 	// Highest upstream event_seq received on the session.
 	LastEventSeq uint64 `protobuf:"varint,5,opt,name=last_event_seq,json=lastEventSeq,proto3" json:"last_event_seq,omitempty"`
@@ -490,7 +994,7 @@ type GetSessionStatusResponse struct {
 
 func (x *GetSessionStatusResponse) Reset() {
 	*x = GetSessionStatusResponse{}
-	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[5]
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -502,7 +1006,7 @@ func (x *GetSessionStatusResponse) String() string {
 func (*GetSessionStatusResponse) ProtoMessage() {}
 
 func (x *GetSessionStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[5]
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -515,7 +1019,7 @@ func (x *GetSessionStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionStatusResponse) Descriptor() ([]byte, []int) {
-	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{5}
+	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetSessionStatusResponse) GetStatus() SessionStatus {
@@ -580,7 +1084,7 @@ type CloseSessionRequest struct {
 
 func (x *CloseSessionRequest) Reset() {
 	*x = CloseSessionRequest{}
-	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[6]
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -592,7 +1096,7 @@ func (x *CloseSessionRequest) String() string {
 func (*CloseSessionRequest) ProtoMessage() {}
 
 func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[6]
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -605,7 +1109,7 @@ func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionRequest.ProtoReflect.Descriptor instead.
 func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
-	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{6}
+	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CloseSessionRequest) GetSessionId() string {
@@ -631,7 +1135,7 @@ type CloseSessionResponse struct {
 
 func (x *CloseSessionResponse) Reset() {
 	*x = CloseSessionResponse{}
-	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[7]
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -643,7 +1147,7 @@ func (x *CloseSessionResponse) String() string {
 func (*CloseSessionResponse) ProtoMessage() {}
 
 func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[7]
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -656,7 +1160,7 @@ func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionResponse.ProtoReflect.Descriptor instead.
 func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
-	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{7}
+	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{13}
 }
 
 // ListSessionsRequest has no fields: it lists the caller's own sessions.
@@ -668,7 +1172,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[8]
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -680,7 +1184,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[8]
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -693,7 +1197,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{8}
+	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{14}
 }
 
 // SessionInfo summarises one session.
@@ -715,7 +1219,7 @@ type SessionInfo struct {
 
 func (x *SessionInfo) Reset() {
 	*x = SessionInfo{}
-	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[9]
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -727,7 +1231,7 @@ func (x *SessionInfo) String() string {
 func (*SessionInfo) ProtoMessage() {}
 
 func (x *SessionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[9]
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -740,7 +1244,7 @@ func (x *SessionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionInfo.ProtoReflect.Descriptor instead.
 func (*SessionInfo) Descriptor() ([]byte, []int) {
-	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{9}
+	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SessionInfo) GetSessionId() string {
@@ -789,7 +1293,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[10]
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -801,7 +1305,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[10]
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -814,7 +1318,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{10}
+	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*SessionInfo {
@@ -838,13 +1342,28 @@ type SubmitJobRequest struct {
 	IdempotencyKey string `protobuf:"bytes,4,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	// Optional runtime-side limit on the job's duration, in seconds.
 	MaxRuntimeSec uint32 `protobuf:"varint,5,opt,name=max_runtime_sec,json=maxRuntimeSec,proto3" json:"max_runtime_sec,omitempty"`
+	// Optional. The agent version, when agent names none: the job runs
+	// "agent@agent_version" (needs agent_versions). Empty: the runtime's
+	// default version.
+	AgentVersion string `protobuf:"bytes,6,opt,name=agent_version,json=agentVersion,proto3" json:"agent_version,omitempty"`
+	// Optional. Capabilities requested for the job (ARCP lease_request,
+	// §7.1); the runtime grants them or rejects the submit
+	// (PERMISSION_DENIED beyond its limits). cost.budget needs the
+	// cost.budget feature, model.use the model.use feature.
+	LeaseRequest *Lease `protobuf:"bytes,7,opt,name=lease_request,json=leaseRequest,proto3" json:"lease_request,omitempty"`
+	// Optional. Constraints on the lease (needs lease_expires_at). A past or
+	// malformed expires_at is INVALID_ARGUMENT.
+	LeaseConstraints *LeaseConstraints `protobuf:"bytes,8,opt,name=lease_constraints,json=leaseConstraints,proto3" json:"lease_constraints,omitempty"`
+	// Optional. Vendor extensions put on the job.submit envelope. Every key
+	// must start with "x-vendor."; values are JSON.
+	Extensions    map[string]*structpb.Value `protobuf:"bytes,9,rep,name=extensions,proto3" json:"extensions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SubmitJobRequest) Reset() {
 	*x = SubmitJobRequest{}
-	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[11]
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -856,7 +1375,7 @@ func (x *SubmitJobRequest) String() string {
 func (*SubmitJobRequest) ProtoMessage() {}
 
 func (x *SubmitJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[11]
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -869,7 +1388,7 @@ func (x *SubmitJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitJobRequest.ProtoReflect.Descriptor instead.
 func (*SubmitJobRequest) Descriptor() ([]byte, []int) {
-	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{11}
+	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SubmitJobRequest) GetSessionId() string {
@@ -907,20 +1426,61 @@ func (x *SubmitJobRequest) GetMaxRuntimeSec() uint32 {
 	return 0
 }
 
-// SubmitJobResponse identifies the accepted job.
+func (x *SubmitJobRequest) GetAgentVersion() string {
+	if x != nil {
+		return x.AgentVersion
+	}
+	return ""
+}
+
+func (x *SubmitJobRequest) GetLeaseRequest() *Lease {
+	if x != nil {
+		return x.LeaseRequest
+	}
+	return nil
+}
+
+func (x *SubmitJobRequest) GetLeaseConstraints() *LeaseConstraints {
+	if x != nil {
+		return x.LeaseConstraints
+	}
+	return nil
+}
+
+func (x *SubmitJobRequest) GetExtensions() map[string]*structpb.Value {
+	if x != nil {
+		return x.Extensions
+	}
+	return nil
+}
+
+// SubmitJobResponse identifies the accepted job. Every field is output only.
 type SubmitJobResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The runtime's job id.
 	JobId string `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	// When the runtime accepted the job.
-	AcceptedAt    *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=accepted_at,json=acceptedAt,proto3" json:"accepted_at,omitempty"`
+	AcceptedAt *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=accepted_at,json=acceptedAt,proto3" json:"accepted_at,omitempty"`
+	// The resolved agent, "name@version", when the runtime says.
+	Agent string `protobuf:"bytes,3,opt,name=agent,proto3" json:"agent,omitempty"`
+	// The job's W3C trace id: the trace id of the caller's traceparent
+	// metadata, else a fresh one (see README, "Trace context").
+	TraceId string `protobuf:"bytes,4,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
+	// The effective lease granted by the runtime.
+	Lease *Lease `protobuf:"bytes,5,opt,name=lease,proto3" json:"lease,omitempty"`
+	// The lease's constraints as the runtime echoed them.
+	LeaseConstraints *LeaseConstraints `protobuf:"bytes,6,opt,name=lease_constraints,json=leaseConstraints,proto3" json:"lease_constraints,omitempty"`
+	// Initial budget counters per currency, when the lease has cost.budget.
+	Budget map[string]float64 `protobuf:"bytes,7,rep,name=budget,proto3" json:"budget,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
+	// Vendor extensions of the job.accepted envelope ("x-vendor.*").
+	Extensions    map[string]*structpb.Value `protobuf:"bytes,8,rep,name=extensions,proto3" json:"extensions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SubmitJobResponse) Reset() {
 	*x = SubmitJobResponse{}
-	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[12]
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -932,7 +1492,7 @@ func (x *SubmitJobResponse) String() string {
 func (*SubmitJobResponse) ProtoMessage() {}
 
 func (x *SubmitJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[12]
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -945,7 +1505,7 @@ func (x *SubmitJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitJobResponse.ProtoReflect.Descriptor instead.
 func (*SubmitJobResponse) Descriptor() ([]byte, []int) {
-	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{12}
+	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SubmitJobResponse) GetJobId() string {
@@ -958,6 +1518,48 @@ func (x *SubmitJobResponse) GetJobId() string {
 func (x *SubmitJobResponse) GetAcceptedAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.AcceptedAt
+	}
+	return nil
+}
+
+func (x *SubmitJobResponse) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+func (x *SubmitJobResponse) GetTraceId() string {
+	if x != nil {
+		return x.TraceId
+	}
+	return ""
+}
+
+func (x *SubmitJobResponse) GetLease() *Lease {
+	if x != nil {
+		return x.Lease
+	}
+	return nil
+}
+
+func (x *SubmitJobResponse) GetLeaseConstraints() *LeaseConstraints {
+	if x != nil {
+		return x.LeaseConstraints
+	}
+	return nil
+}
+
+func (x *SubmitJobResponse) GetBudget() map[string]float64 {
+	if x != nil {
+		return x.Budget
+	}
+	return nil
+}
+
+func (x *SubmitJobResponse) GetExtensions() map[string]*structpb.Value {
+	if x != nil {
+		return x.Extensions
 	}
 	return nil
 }
@@ -975,13 +1577,28 @@ type RunJobRequest struct {
 	IdempotencyKey string `protobuf:"bytes,4,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	// Optional runtime-side limit on the job's duration, in seconds.
 	MaxRuntimeSec uint32 `protobuf:"varint,5,opt,name=max_runtime_sec,json=maxRuntimeSec,proto3" json:"max_runtime_sec,omitempty"`
+	// Optional. The agent version, when agent names none: the job runs
+	// "agent@agent_version" (needs agent_versions). Empty: the runtime's
+	// default version.
+	AgentVersion string `protobuf:"bytes,6,opt,name=agent_version,json=agentVersion,proto3" json:"agent_version,omitempty"`
+	// Optional. Capabilities requested for the job (ARCP lease_request,
+	// §7.1); the runtime grants them or rejects the submit
+	// (PERMISSION_DENIED beyond its limits). cost.budget needs the
+	// cost.budget feature, model.use the model.use feature.
+	LeaseRequest *Lease `protobuf:"bytes,7,opt,name=lease_request,json=leaseRequest,proto3" json:"lease_request,omitempty"`
+	// Optional. Constraints on the lease (needs lease_expires_at). A past or
+	// malformed expires_at is INVALID_ARGUMENT.
+	LeaseConstraints *LeaseConstraints `protobuf:"bytes,8,opt,name=lease_constraints,json=leaseConstraints,proto3" json:"lease_constraints,omitempty"`
+	// Optional. Vendor extensions put on the job.submit envelope. Every key
+	// must start with "x-vendor."; values are JSON.
+	Extensions    map[string]*structpb.Value `protobuf:"bytes,9,rep,name=extensions,proto3" json:"extensions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RunJobRequest) Reset() {
 	*x = RunJobRequest{}
-	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[13]
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -993,7 +1610,7 @@ func (x *RunJobRequest) String() string {
 func (*RunJobRequest) ProtoMessage() {}
 
 func (x *RunJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[13]
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1006,7 +1623,7 @@ func (x *RunJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunJobRequest.ProtoReflect.Descriptor instead.
 func (*RunJobRequest) Descriptor() ([]byte, []int) {
-	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{13}
+	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RunJobRequest) GetSessionId() string {
@@ -1044,6 +1661,34 @@ func (x *RunJobRequest) GetMaxRuntimeSec() uint32 {
 	return 0
 }
 
+func (x *RunJobRequest) GetAgentVersion() string {
+	if x != nil {
+		return x.AgentVersion
+	}
+	return ""
+}
+
+func (x *RunJobRequest) GetLeaseRequest() *Lease {
+	if x != nil {
+		return x.LeaseRequest
+	}
+	return nil
+}
+
+func (x *RunJobRequest) GetLeaseConstraints() *LeaseConstraints {
+	if x != nil {
+		return x.LeaseConstraints
+	}
+	return nil
+}
+
+func (x *RunJobRequest) GetExtensions() map[string]*structpb.Value {
+	if x != nil {
+		return x.Extensions
+	}
+	return nil
+}
+
 // RunJobResponse carries a successful job's result. A failed job ends the
 // call with a status instead (see README, "Status mapping").
 type RunJobResponse struct {
@@ -1058,14 +1703,31 @@ type RunJobResponse struct {
 	// google.protobuf.Value form (invalid UTF-8, a number beyond float64):
 	// the JSON text exactly as the runtime sent it. Parse it with a JSON
 	// parser of your own.
-	RawResult     []byte `protobuf:"bytes,4,opt,name=raw_result,json=rawResult,proto3" json:"raw_result,omitempty"`
+	RawResult []byte `protobuf:"bytes,4,opt,name=raw_result,json=rawResult,proto3" json:"raw_result,omitempty"`
+	// The resolved agent, "name@version", when the runtime says.
+	Agent string `protobuf:"bytes,5,opt,name=agent,proto3" json:"agent,omitempty"`
+	// The job's W3C trace id (see SubmitJobResponse.trace_id).
+	TraceId string `protobuf:"bytes,6,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
+	// The effective lease granted by the runtime.
+	Lease *Lease `protobuf:"bytes,7,opt,name=lease,proto3" json:"lease,omitempty"`
+	// The lease's constraints as the runtime echoed them.
+	LeaseConstraints *LeaseConstraints `protobuf:"bytes,8,opt,name=lease_constraints,json=leaseConstraints,proto3" json:"lease_constraints,omitempty"`
+	// Initial budget counters, when the lease has cost.budget.
+	Budget map[string]float64 `protobuf:"bytes,9,rep,name=budget,proto3" json:"budget,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
+	// Set when the result was streamed (result_chunk, §8.4): its id. result
+	// (utf8) or raw_result (bytes) then holds the assembled result.
+	ResultId string `protobuf:"bytes,10,opt,name=result_id,json=resultId,proto3" json:"result_id,omitempty"`
+	// Size in bytes of a streamed result, as the runtime announced it.
+	ResultSize int64 `protobuf:"varint,11,opt,name=result_size,json=resultSize,proto3" json:"result_size,omitempty"`
+	// Vendor extensions of the job.result envelope ("x-vendor.*").
+	Extensions    map[string]*structpb.Value `protobuf:"bytes,12,rep,name=extensions,proto3" json:"extensions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RunJobResponse) Reset() {
 	*x = RunJobResponse{}
-	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[14]
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1077,7 +1739,7 @@ func (x *RunJobResponse) String() string {
 func (*RunJobResponse) ProtoMessage() {}
 
 func (x *RunJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[14]
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1090,7 +1752,7 @@ func (x *RunJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunJobResponse.ProtoReflect.Descriptor instead.
 func (*RunJobResponse) Descriptor() ([]byte, []int) {
-	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{14}
+	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RunJobResponse) GetJobId() string {
@@ -1121,6 +1783,62 @@ func (x *RunJobResponse) GetRawResult() []byte {
 	return nil
 }
 
+func (x *RunJobResponse) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+func (x *RunJobResponse) GetTraceId() string {
+	if x != nil {
+		return x.TraceId
+	}
+	return ""
+}
+
+func (x *RunJobResponse) GetLease() *Lease {
+	if x != nil {
+		return x.Lease
+	}
+	return nil
+}
+
+func (x *RunJobResponse) GetLeaseConstraints() *LeaseConstraints {
+	if x != nil {
+		return x.LeaseConstraints
+	}
+	return nil
+}
+
+func (x *RunJobResponse) GetBudget() map[string]float64 {
+	if x != nil {
+		return x.Budget
+	}
+	return nil
+}
+
+func (x *RunJobResponse) GetResultId() string {
+	if x != nil {
+		return x.ResultId
+	}
+	return ""
+}
+
+func (x *RunJobResponse) GetResultSize() int64 {
+	if x != nil {
+		return x.ResultSize
+	}
+	return 0
+}
+
+func (x *RunJobResponse) GetExtensions() map[string]*structpb.Value {
+	if x != nil {
+		return x.Extensions
+	}
+	return nil
+}
+
 // CancelJobRequest names a job to cancel.
 type CancelJobRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1136,7 +1854,7 @@ type CancelJobRequest struct {
 
 func (x *CancelJobRequest) Reset() {
 	*x = CancelJobRequest{}
-	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[15]
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1148,7 +1866,7 @@ func (x *CancelJobRequest) String() string {
 func (*CancelJobRequest) ProtoMessage() {}
 
 func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[15]
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1161,7 +1879,7 @@ func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobRequest.ProtoReflect.Descriptor instead.
 func (*CancelJobRequest) Descriptor() ([]byte, []int) {
-	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{15}
+	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CancelJobRequest) GetSessionId() string {
@@ -1195,7 +1913,7 @@ type CancelJobResponse struct {
 
 func (x *CancelJobResponse) Reset() {
 	*x = CancelJobResponse{}
-	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[16]
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1207,7 +1925,7 @@ func (x *CancelJobResponse) String() string {
 func (*CancelJobResponse) ProtoMessage() {}
 
 func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[16]
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1220,7 +1938,7 @@ func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobResponse.ProtoReflect.Descriptor instead.
 func (*CancelJobResponse) Descriptor() ([]byte, []int) {
-	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{16}
+	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{22}
 }
 
 // WatchJobRequest names a job to watch.
@@ -1238,7 +1956,7 @@ type WatchJobRequest struct {
 
 func (x *WatchJobRequest) Reset() {
 	*x = WatchJobRequest{}
-	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[17]
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1250,7 +1968,7 @@ func (x *WatchJobRequest) String() string {
 func (*WatchJobRequest) ProtoMessage() {}
 
 func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[17]
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1263,7 +1981,7 @@ func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobRequest) Descriptor() ([]byte, []int) {
-	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{17}
+	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *WatchJobRequest) GetSessionId() string {
@@ -1300,14 +2018,20 @@ type JobEvent struct {
 	// google.protobuf.Value form (invalid UTF-8, a number beyond float64):
 	// the JSON text exactly as the runtime sent it. The event is still
 	// delivered in order with its event_seq; the stream goes on.
-	RawBody       []byte `protobuf:"bytes,4,opt,name=raw_body,json=rawBody,proto3" json:"raw_body,omitempty"`
+	RawBody []byte `protobuf:"bytes,4,opt,name=raw_body,json=rawBody,proto3" json:"raw_body,omitempty"`
+	// Set for kind "progress" when the body is a valid progress body
+	// (§8.2.1); body is still set.
+	Progress *Progress `protobuf:"bytes,5,opt,name=progress,proto3" json:"progress,omitempty"`
+	// Set for kind "result_chunk": the chunk's metadata (§8.4); body is
+	// still set and holds the data.
+	ResultChunk   *ResultChunk `protobuf:"bytes,6,opt,name=result_chunk,json=resultChunk,proto3" json:"result_chunk,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobEvent) Reset() {
 	*x = JobEvent{}
-	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[18]
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1319,7 +2043,7 @@ func (x *JobEvent) String() string {
 func (*JobEvent) ProtoMessage() {}
 
 func (x *JobEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[18]
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1332,7 +2056,7 @@ func (x *JobEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobEvent.ProtoReflect.Descriptor instead.
 func (*JobEvent) Descriptor() ([]byte, []int) {
-	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{18}
+	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *JobEvent) GetKind() string {
@@ -1363,6 +2087,20 @@ func (x *JobEvent) GetRawBody() []byte {
 	return nil
 }
 
+func (x *JobEvent) GetProgress() *Progress {
+	if x != nil {
+		return x.Progress
+	}
+	return nil
+}
+
+func (x *JobEvent) GetResultChunk() *ResultChunk {
+	if x != nil {
+		return x.ResultChunk
+	}
+	return nil
+}
+
 // JobResult is a job's successful end.
 type JobResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1372,14 +2110,20 @@ type JobResult struct {
 	Summary string `protobuf:"bytes,2,opt,name=summary,proto3" json:"summary,omitempty"`
 	// Set instead of result when the result has no google.protobuf.Value
 	// form: the JSON text exactly as the runtime sent it (see JobEvent.raw_body).
-	RawResult     []byte `protobuf:"bytes,3,opt,name=raw_result,json=rawResult,proto3" json:"raw_result,omitempty"`
+	RawResult []byte `protobuf:"bytes,3,opt,name=raw_result,json=rawResult,proto3" json:"raw_result,omitempty"`
+	// Set when the result was streamed in result_chunk events (§8.4): the
+	// result is the concatenation of those chunks' decoded data, in
+	// chunk_seq order; result is then unset.
+	ResultId string `protobuf:"bytes,4,opt,name=result_id,json=resultId,proto3" json:"result_id,omitempty"`
+	// Size in bytes of the streamed result, as the runtime announced it.
+	ResultSize    int64 `protobuf:"varint,5,opt,name=result_size,json=resultSize,proto3" json:"result_size,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobResult) Reset() {
 	*x = JobResult{}
-	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[19]
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1391,7 +2135,7 @@ func (x *JobResult) String() string {
 func (*JobResult) ProtoMessage() {}
 
 func (x *JobResult) ProtoReflect() protoreflect.Message {
-	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[19]
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1404,7 +2148,7 @@ func (x *JobResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobResult.ProtoReflect.Descriptor instead.
 func (*JobResult) Descriptor() ([]byte, []int) {
-	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{19}
+	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *JobResult) GetResult() *structpb.Value {
@@ -1426,6 +2170,20 @@ func (x *JobResult) GetRawResult() []byte {
 		return x.RawResult
 	}
 	return nil
+}
+
+func (x *JobResult) GetResultId() string {
+	if x != nil {
+		return x.ResultId
+	}
+	return ""
+}
+
+func (x *JobResult) GetResultSize() int64 {
+	if x != nil {
+		return x.ResultSize
+	}
+	return 0
 }
 
 // JobError is a job's unsuccessful end.
@@ -1450,7 +2208,7 @@ type JobError struct {
 
 func (x *JobError) Reset() {
 	*x = JobError{}
-	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[20]
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1462,7 +2220,7 @@ func (x *JobError) String() string {
 func (*JobError) ProtoMessage() {}
 
 func (x *JobError) ProtoReflect() protoreflect.Message {
-	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[20]
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1475,7 +2233,7 @@ func (x *JobError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobError.ProtoReflect.Descriptor instead.
 func (*JobError) Descriptor() ([]byte, []int) {
-	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{20}
+	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *JobError) GetFinalStatus() string {
@@ -1533,14 +2291,17 @@ type WatchJobResponse struct {
 	//	*WatchJobResponse_Event
 	//	*WatchJobResponse_Result
 	//	*WatchJobResponse_Error
-	Item          isWatchJobResponse_Item `protobuf_oneof:"item"`
+	Item isWatchJobResponse_Item `protobuf_oneof:"item"`
+	// Vendor extensions of the item's envelope ("x-vendor.*"), passed
+	// through unchanged.
+	Extensions    map[string]*structpb.Value `protobuf:"bytes,5,rep,name=extensions,proto3" json:"extensions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WatchJobResponse) Reset() {
 	*x = WatchJobResponse{}
-	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[21]
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1552,7 +2313,7 @@ func (x *WatchJobResponse) String() string {
 func (*WatchJobResponse) ProtoMessage() {}
 
 func (x *WatchJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[21]
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1565,7 +2326,7 @@ func (x *WatchJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobResponse.ProtoReflect.Descriptor instead.
 func (*WatchJobResponse) Descriptor() ([]byte, []int) {
-	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{21}
+	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *WatchJobResponse) GetEventSeq() uint64 {
@@ -1609,6 +2370,13 @@ func (x *WatchJobResponse) GetError() *JobError {
 	return nil
 }
 
+func (x *WatchJobResponse) GetExtensions() map[string]*structpb.Value {
+	if x != nil {
+		return x.Extensions
+	}
+	return nil
+}
+
 type isWatchJobResponse_Item interface {
 	isWatchJobResponse_Item()
 }
@@ -1634,6 +2402,288 @@ func (*WatchJobResponse_Result) isWatchJobResponse_Item() {}
 
 func (*WatchJobResponse_Error) isWatchJobResponse_Item() {}
 
+// ListJobsRequest lists a session's jobs.
+type ListJobsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The session id returned by OpenSession.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Optional. An AIP-160 filter: comparisons joined by AND, each one of
+	//
+	//	state = RUNNING            (any JobState name without the prefix;
+	//	                            several as (state = PENDING OR state = RUNNING))
+	//	agent = "echo"             (a name, or "name@version")
+	//	create_time > "2026-05-13T00:00:00Z"
+	//
+	// Any other field or operator is INVALID_ARGUMENT.
+	Filter string `protobuf:"bytes,2,opt,name=filter,proto3" json:"filter,omitempty"`
+	// Optional. Maximum jobs per page: default 50, values above 1000 are
+	// treated as 1000; negative is INVALID_ARGUMENT.
+	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// Optional. next_page_token of a previous call. It is opaque and bound to
+	// the caller, the session and the filter: one from another caller or
+	// session, or with another filter, is INVALID_ARGUMENT.
+	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListJobsRequest) Reset() {
+	*x = ListJobsRequest{}
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListJobsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListJobsRequest) ProtoMessage() {}
+
+func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
+func (*ListJobsRequest) Descriptor() ([]byte, []int) {
+	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ListJobsRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ListJobsRequest) GetFilter() string {
+	if x != nil {
+		return x.Filter
+	}
+	return ""
+}
+
+func (x *ListJobsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListJobsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListJobsResponse is one page of jobs, in acceptance order.
+type ListJobsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The jobs of this page.
+	Jobs []*Job `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	// Token for the next page; empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListJobsResponse) Reset() {
+	*x = ListJobsResponse{}
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListJobsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListJobsResponse) ProtoMessage() {}
+
+func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
+func (*ListJobsResponse) Descriptor() ([]byte, []int) {
+	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ListJobsResponse) GetJobs() []*Job {
+	if x != nil {
+		return x.Jobs
+	}
+	return nil
+}
+
+func (x *ListJobsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// SubscribeJobRequest attaches a session to a job of another session.
+type SubscribeJobRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required. The session that attaches (the observer).
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Required. The job to attach to; it may belong to another session of
+	// the same caller on the same runtime.
+	JobId string `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// Optional. Replay the job's buffered events (the runtime's resume
+	// buffer) before live ones. Default false: live events only.
+	History bool `protobuf:"varint,3,opt,name=history,proto3" json:"history,omitempty"`
+	// Optional, with history: replay only events with event_seq greater than
+	// this, in the numbering of the session that submitted the job (0 = all
+	// buffered). Replayed and live events are renumbered in this session's
+	// event_seq; WatchJob sees them so.
+	FromEventSeq  uint64 `protobuf:"varint,4,opt,name=from_event_seq,json=fromEventSeq,proto3" json:"from_event_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubscribeJobRequest) Reset() {
+	*x = SubscribeJobRequest{}
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubscribeJobRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubscribeJobRequest) ProtoMessage() {}
+
+func (x *SubscribeJobRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubscribeJobRequest.ProtoReflect.Descriptor instead.
+func (*SubscribeJobRequest) Descriptor() ([]byte, []int) {
+	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *SubscribeJobRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *SubscribeJobRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *SubscribeJobRequest) GetHistory() bool {
+	if x != nil {
+		return x.History
+	}
+	return false
+}
+
+func (x *SubscribeJobRequest) GetFromEventSeq() uint64 {
+	if x != nil {
+		return x.FromEventSeq
+	}
+	return 0
+}
+
+// SubscribeJobResponse is the job's authority descriptor (§7.6). Every
+// field is output only.
+type SubscribeJobResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The job as the runtime describes it to an observer: state, agent,
+	// lease, constraints, current budget, parent, trace id.
+	Job *Job `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	// The event_seq the subscription starts from, when the runtime says.
+	SubscribedFrom uint64 `protobuf:"varint,2,opt,name=subscribed_from,json=subscribedFrom,proto3" json:"subscribed_from,omitempty"`
+	// Whether buffered history was replayed.
+	Replayed      bool `protobuf:"varint,3,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubscribeJobResponse) Reset() {
+	*x = SubscribeJobResponse{}
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubscribeJobResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubscribeJobResponse) ProtoMessage() {}
+
+func (x *SubscribeJobResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sessiongate_v1_sessiongate_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubscribeJobResponse.ProtoReflect.Descriptor instead.
+func (*SubscribeJobResponse) Descriptor() ([]byte, []int) {
+	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *SubscribeJobResponse) GetJob() *Job {
+	if x != nil {
+		return x.Job
+	}
+	return nil
+}
+
+func (x *SubscribeJobResponse) GetSubscribedFrom() uint64 {
+	if x != nil {
+		return x.SubscribedFrom
+	}
+	return 0
+}
+
+func (x *SubscribeJobResponse) GetReplayed() bool {
+	if x != nil {
+		return x.Replayed
+	}
+	return false
+}
+
 var File_sessiongate_v1_sessiongate_proto protoreflect.FileDescriptor
 
 const file_sessiongate_v1_sessiongate_proto_rawDesc = "" +
@@ -1646,7 +2696,46 @@ const file_sessiongate_v1_sessiongate_proto_rawDesc = "" +
 	"\vRuntimeInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12&\n" +
 	"\x0eimplementation\x18\x02 \x01(\tR\x0eimplementation\x12\x18\n" +
-	"\aversion\x18\x03 \x01(\tR\aversion\"\x92\x01\n" +
+	"\aversion\x18\x03 \x01(\tR\aversion\"\xb4\x01\n" +
+	"\x05Lease\x12K\n" +
+	"\fcapabilities\x18\x01 \x03(\v2'.sessiongate.v1.Lease.CapabilitiesEntryR\fcapabilities\x1a^\n" +
+	"\x11CapabilitiesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x123\n" +
+	"\x05value\x18\x02 \x01(\v2\x1d.sessiongate.v1.LeasePatternsR\x05value:\x028\x01\"+\n" +
+	"\rLeasePatterns\x12\x1a\n" +
+	"\bpatterns\x18\x01 \x03(\tR\bpatterns\"M\n" +
+	"\x10LeaseConstraints\x129\n" +
+	"\n" +
+	"expires_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"y\n" +
+	"\bProgress\x12\x18\n" +
+	"\acurrent\x18\x01 \x01(\x01R\acurrent\x12\x19\n" +
+	"\x05total\x18\x02 \x01(\x01H\x00R\x05total\x88\x01\x01\x12\x14\n" +
+	"\x05units\x18\x03 \x01(\tR\x05units\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessageB\b\n" +
+	"\x06_total\"w\n" +
+	"\vResultChunk\x12\x1b\n" +
+	"\tresult_id\x18\x01 \x01(\tR\bresultId\x12\x1b\n" +
+	"\tchunk_seq\x18\x02 \x01(\x04R\bchunkSeq\x12\x1a\n" +
+	"\bencoding\x18\x03 \x01(\tR\bencoding\x12\x12\n" +
+	"\x04more\x18\x04 \x01(\bR\x04more\"\x93\x04\n" +
+	"\x03Job\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
+	"\x05agent\x18\x02 \x01(\tR\x05agent\x12.\n" +
+	"\x05state\x18\x03 \x01(\x0e2\x18.sessiongate.v1.JobStateR\x05state\x12\x1d\n" +
+	"\n" +
+	"raw_status\x18\x04 \x01(\tR\trawStatus\x12+\n" +
+	"\x05lease\x18\x05 \x01(\v2\x15.sessiongate.v1.LeaseR\x05lease\x12M\n" +
+	"\x11lease_constraints\x18\x06 \x01(\v2 .sessiongate.v1.LeaseConstraintsR\x10leaseConstraints\x127\n" +
+	"\x06budget\x18\a \x03(\v2\x1f.sessiongate.v1.Job.BudgetEntryR\x06budget\x12\"\n" +
+	"\rparent_job_id\x18\b \x01(\tR\vparentJobId\x12;\n" +
+	"\vcreate_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x12\x19\n" +
+	"\btrace_id\x18\n" +
+	" \x01(\tR\atraceId\x12$\n" +
+	"\x0elast_event_seq\x18\v \x01(\x04R\flastEventSeq\x1a9\n" +
+	"\vBudgetEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"\x92\x01\n" +
 	"\x12OpenSessionRequest\x12\x18\n" +
 	"\aruntime\x18\x01 \x01(\tR\aruntime\x12\x1f\n" +
 	"\vclient_name\x18\x02 \x01(\tR\n" +
@@ -1690,31 +2779,81 @@ const file_sessiongate_v1_sessiongate_proto_rawDesc = "" +
 	"\vactive_jobs\x18\x05 \x01(\rR\n" +
 	"activeJobs\"O\n" +
 	"\x14ListSessionsResponse\x127\n" +
-	"\bsessions\x18\x01 \x03(\v2\x1b.sessiongate.v1.SessionInfoR\bsessions\"\xc6\x01\n" +
+	"\bsessions\x18\x01 \x03(\v2\x1b.sessiongate.v1.SessionInfoR\bsessions\"\x9f\x04\n" +
 	"\x10SubmitJobRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
 	"\x05agent\x18\x02 \x01(\tR\x05agent\x12,\n" +
 	"\x05input\x18\x03 \x01(\v2\x16.google.protobuf.ValueR\x05input\x12'\n" +
 	"\x0fidempotency_key\x18\x04 \x01(\tR\x0eidempotencyKey\x12&\n" +
-	"\x0fmax_runtime_sec\x18\x05 \x01(\rR\rmaxRuntimeSec\"g\n" +
+	"\x0fmax_runtime_sec\x18\x05 \x01(\rR\rmaxRuntimeSec\x12#\n" +
+	"\ragent_version\x18\x06 \x01(\tR\fagentVersion\x12:\n" +
+	"\rlease_request\x18\a \x01(\v2\x15.sessiongate.v1.LeaseR\fleaseRequest\x12M\n" +
+	"\x11lease_constraints\x18\b \x01(\v2 .sessiongate.v1.LeaseConstraintsR\x10leaseConstraints\x12P\n" +
+	"\n" +
+	"extensions\x18\t \x03(\v20.sessiongate.v1.SubmitJobRequest.ExtensionsEntryR\n" +
+	"extensions\x1aU\n" +
+	"\x0fExtensionsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12,\n" +
+	"\x05value\x18\x02 \x01(\v2\x16.google.protobuf.ValueR\x05value:\x028\x01\"\xc0\x04\n" +
 	"\x11SubmitJobResponse\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12;\n" +
 	"\vaccepted_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"acceptedAt\"\xc3\x01\n" +
+	"acceptedAt\x12\x14\n" +
+	"\x05agent\x18\x03 \x01(\tR\x05agent\x12\x19\n" +
+	"\btrace_id\x18\x04 \x01(\tR\atraceId\x12+\n" +
+	"\x05lease\x18\x05 \x01(\v2\x15.sessiongate.v1.LeaseR\x05lease\x12M\n" +
+	"\x11lease_constraints\x18\x06 \x01(\v2 .sessiongate.v1.LeaseConstraintsR\x10leaseConstraints\x12E\n" +
+	"\x06budget\x18\a \x03(\v2-.sessiongate.v1.SubmitJobResponse.BudgetEntryR\x06budget\x12Q\n" +
+	"\n" +
+	"extensions\x18\b \x03(\v21.sessiongate.v1.SubmitJobResponse.ExtensionsEntryR\n" +
+	"extensions\x1a9\n" +
+	"\vBudgetEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\x1aU\n" +
+	"\x0fExtensionsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12,\n" +
+	"\x05value\x18\x02 \x01(\v2\x16.google.protobuf.ValueR\x05value:\x028\x01\"\x99\x04\n" +
 	"\rRunJobRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
 	"\x05agent\x18\x02 \x01(\tR\x05agent\x12,\n" +
 	"\x05input\x18\x03 \x01(\v2\x16.google.protobuf.ValueR\x05input\x12'\n" +
 	"\x0fidempotency_key\x18\x04 \x01(\tR\x0eidempotencyKey\x12&\n" +
-	"\x0fmax_runtime_sec\x18\x05 \x01(\rR\rmaxRuntimeSec\"\x90\x01\n" +
+	"\x0fmax_runtime_sec\x18\x05 \x01(\rR\rmaxRuntimeSec\x12#\n" +
+	"\ragent_version\x18\x06 \x01(\tR\fagentVersion\x12:\n" +
+	"\rlease_request\x18\a \x01(\v2\x15.sessiongate.v1.LeaseR\fleaseRequest\x12M\n" +
+	"\x11lease_constraints\x18\b \x01(\v2 .sessiongate.v1.LeaseConstraintsR\x10leaseConstraints\x12M\n" +
+	"\n" +
+	"extensions\x18\t \x03(\v2-.sessiongate.v1.RunJobRequest.ExtensionsEntryR\n" +
+	"extensions\x1aU\n" +
+	"\x0fExtensionsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12,\n" +
+	"\x05value\x18\x02 \x01(\v2\x16.google.protobuf.ValueR\x05value:\x028\x01\"\xa1\x05\n" +
 	"\x0eRunJobResponse\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12.\n" +
 	"\x06result\x18\x02 \x01(\v2\x16.google.protobuf.ValueR\x06result\x12\x18\n" +
 	"\asummary\x18\x03 \x01(\tR\asummary\x12\x1d\n" +
 	"\n" +
-	"raw_result\x18\x04 \x01(\fR\trawResult\"`\n" +
+	"raw_result\x18\x04 \x01(\fR\trawResult\x12\x14\n" +
+	"\x05agent\x18\x05 \x01(\tR\x05agent\x12\x19\n" +
+	"\btrace_id\x18\x06 \x01(\tR\atraceId\x12+\n" +
+	"\x05lease\x18\a \x01(\v2\x15.sessiongate.v1.LeaseR\x05lease\x12M\n" +
+	"\x11lease_constraints\x18\b \x01(\v2 .sessiongate.v1.LeaseConstraintsR\x10leaseConstraints\x12B\n" +
+	"\x06budget\x18\t \x03(\v2*.sessiongate.v1.RunJobResponse.BudgetEntryR\x06budget\x12\x1b\n" +
+	"\tresult_id\x18\n" +
+	" \x01(\tR\bresultId\x12\x1f\n" +
+	"\vresult_size\x18\v \x01(\x03R\n" +
+	"resultSize\x12N\n" +
+	"\n" +
+	"extensions\x18\f \x03(\v2..sessiongate.v1.RunJobResponse.ExtensionsEntryR\n" +
+	"extensions\x1a9\n" +
+	"\vBudgetEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\x1aU\n" +
+	"\x0fExtensionsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12,\n" +
+	"\x05value\x18\x02 \x01(\v2\x16.google.protobuf.ValueR\x05value:\x028\x01\"`\n" +
 	"\x10CancelJobRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x15\n" +
@@ -1725,17 +2864,22 @@ const file_sessiongate_v1_sessiongate_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12$\n" +
-	"\x0efrom_event_seq\x18\x03 \x01(\x04R\ffromEventSeq\"\x91\x01\n" +
+	"\x0efrom_event_seq\x18\x03 \x01(\x04R\ffromEventSeq\"\x87\x02\n" +
 	"\bJobEvent\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12*\n" +
 	"\x02ts\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x02ts\x12*\n" +
 	"\x04body\x18\x03 \x01(\v2\x16.google.protobuf.ValueR\x04body\x12\x19\n" +
-	"\braw_body\x18\x04 \x01(\fR\arawBody\"t\n" +
+	"\braw_body\x18\x04 \x01(\fR\arawBody\x124\n" +
+	"\bprogress\x18\x05 \x01(\v2\x18.sessiongate.v1.ProgressR\bprogress\x12>\n" +
+	"\fresult_chunk\x18\x06 \x01(\v2\x1b.sessiongate.v1.ResultChunkR\vresultChunk\"\xb2\x01\n" +
 	"\tJobResult\x12.\n" +
 	"\x06result\x18\x01 \x01(\v2\x16.google.protobuf.ValueR\x06result\x12\x18\n" +
 	"\asummary\x18\x02 \x01(\tR\asummary\x12\x1d\n" +
 	"\n" +
-	"raw_result\x18\x03 \x01(\fR\trawResult\"\xcc\x01\n" +
+	"raw_result\x18\x03 \x01(\fR\trawResult\x12\x1b\n" +
+	"\tresult_id\x18\x04 \x01(\tR\bresultId\x12\x1f\n" +
+	"\vresult_size\x18\x05 \x01(\x03R\n" +
+	"resultSize\"\xcc\x01\n" +
 	"\bJobError\x12!\n" +
 	"\ffinal_status\x18\x01 \x01(\tR\vfinalStatus\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\tR\x04code\x12\x18\n" +
@@ -1743,13 +2887,39 @@ const file_sessiongate_v1_sessiongate_proto_rawDesc = "" +
 	"\tretryable\x18\x04 \x01(\bR\tretryable\x120\n" +
 	"\adetails\x18\x05 \x01(\v2\x16.google.protobuf.ValueR\adetails\x12\x1f\n" +
 	"\vraw_details\x18\x06 \x01(\fR\n" +
-	"rawDetails\"\xd0\x01\n" +
+	"rawDetails\"\xf9\x02\n" +
 	"\x10WatchJobResponse\x12\x1b\n" +
 	"\tevent_seq\x18\x01 \x01(\x04R\beventSeq\x120\n" +
 	"\x05event\x18\x02 \x01(\v2\x18.sessiongate.v1.JobEventH\x00R\x05event\x123\n" +
 	"\x06result\x18\x03 \x01(\v2\x19.sessiongate.v1.JobResultH\x00R\x06result\x120\n" +
-	"\x05error\x18\x04 \x01(\v2\x18.sessiongate.v1.JobErrorH\x00R\x05errorB\x06\n" +
-	"\x04item*f\n" +
+	"\x05error\x18\x04 \x01(\v2\x18.sessiongate.v1.JobErrorH\x00R\x05error\x12P\n" +
+	"\n" +
+	"extensions\x18\x05 \x03(\v20.sessiongate.v1.WatchJobResponse.ExtensionsEntryR\n" +
+	"extensions\x1aU\n" +
+	"\x0fExtensionsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12,\n" +
+	"\x05value\x18\x02 \x01(\v2\x16.google.protobuf.ValueR\x05value:\x028\x01B\x06\n" +
+	"\x04item\"\x84\x01\n" +
+	"\x0fListJobsRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n" +
+	"\x06filter\x18\x02 \x01(\tR\x06filter\x12\x1b\n" +
+	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\"c\n" +
+	"\x10ListJobsResponse\x12'\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x13.sessiongate.v1.JobR\x04jobs\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x8b\x01\n" +
+	"\x13SubscribeJobRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x15\n" +
+	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x18\n" +
+	"\ahistory\x18\x03 \x01(\bR\ahistory\x12$\n" +
+	"\x0efrom_event_seq\x18\x04 \x01(\x04R\ffromEventSeq\"\x82\x01\n" +
+	"\x14SubscribeJobResponse\x12%\n" +
+	"\x03job\x18\x01 \x01(\v2\x13.sessiongate.v1.JobR\x03job\x12'\n" +
+	"\x0fsubscribed_from\x18\x02 \x01(\x04R\x0esubscribedFrom\x12\x1a\n" +
+	"\breplayed\x18\x03 \x01(\bR\breplayed*f\n" +
 	"\rSessionStatus\x12\x1e\n" +
 	"\x1aSESSION_STATUS_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13SESSION_STATUS_LIVE\x10\x01\x12\x1c\n" +
@@ -1758,7 +2928,15 @@ const file_sessiongate_v1_sessiongate_proto_rawDesc = "" +
 	"\x19SESSION_PHASE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13SESSION_PHASE_READY\x10\x01\x12\x1e\n" +
 	"\x1aSESSION_PHASE_RECONNECTING\x10\x02\x12\x19\n" +
-	"\x15SESSION_PHASE_CLOSING\x10\x032\xd7\x06\n" +
+	"\x15SESSION_PHASE_CLOSING\x10\x03*\xb4\x01\n" +
+	"\bJobState\x12\x19\n" +
+	"\x15JOB_STATE_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11JOB_STATE_PENDING\x10\x01\x12\x15\n" +
+	"\x11JOB_STATE_RUNNING\x10\x02\x12\x17\n" +
+	"\x13JOB_STATE_SUCCEEDED\x10\x03\x12\x14\n" +
+	"\x10JOB_STATE_FAILED\x10\x04\x12\x17\n" +
+	"\x13JOB_STATE_CANCELLED\x10\x05\x12\x17\n" +
+	"\x13JOB_STATE_TIMED_OUT\x10\x062\xa7\b\n" +
 	"\x0eSessionGateway\x12h\n" +
 	"\vOpenSession\x12\".sessiongate.v1.OpenSessionRequest\x1a#.sessiongate.v1.OpenSessionResponse\"\x10\xca\xf3\x18\fregistration\x12t\n" +
 	"\x10GetSessionStatus\x12'.sessiongate.v1.GetSessionStatusRequest\x1a(.sessiongate.v1.GetSessionStatusResponse\"\r\xca\xf3\x18\theartbeat\x12k\n" +
@@ -1767,7 +2945,9 @@ const file_sessiongate_v1_sessiongate_proto_rawDesc = "" +
 	"\tSubmitJob\x12 .sessiongate.v1.SubmitJobRequest\x1a!.sessiongate.v1.SubmitJobResponse\"\x0f\xca\xf3\x18\vtask_submit\x12V\n" +
 	"\x06RunJob\x12\x1d.sessiongate.v1.RunJobRequest\x1a\x1e.sessiongate.v1.RunJobResponse\"\r\xca\xf3\x18\ttool_call\x12a\n" +
 	"\tCancelJob\x12 .sessiongate.v1.CancelJobRequest\x1a!.sessiongate.v1.CancelJobResponse\"\x0f\xca\xf3\x18\vtask_submit\x12j\n" +
-	"\bWatchJob\x12\x1f.sessiongate.v1.WatchJobRequest\x1a .sessiongate.v1.WatchJobResponse\"\x19\xca\xf3\x18\ttool_call\xd2\xf3\x18\b\b\xb0\xea\x01\x10\xe0\xd4\x030\x01B\xc4\x01\n" +
+	"\bWatchJob\x12\x1f.sessiongate.v1.WatchJobRequest\x1a .sessiongate.v1.WatchJobResponse\"\x19\xca\xf3\x18\ttool_call\xd2\xf3\x18\b\b\xb0\xea\x01\x10\xe0\xd4\x030\x01\x12b\n" +
+	"\bListJobs\x12\x1f.sessiongate.v1.ListJobsRequest\x1a .sessiongate.v1.ListJobsResponse\"\x13\xca\xf3\x18\x0fworkflow_status\x12j\n" +
+	"\fSubscribeJob\x12#.sessiongate.v1.SubscribeJobRequest\x1a$.sessiongate.v1.SubscribeJobResponse\"\x0f\xca\xf3\x18\vtask_submitB\xc4\x01\n" +
 	"\x12com.sessiongate.v1B\x10SessiongateProtoP\x01ZCgithub.com/sessiongate/sessiongate/gen/sessiongate/v1;sessiongatev1\xa2\x02\x03SXX\xaa\x02\x0eSessiongate.V1\xca\x02\x0eSessiongate\\V1\xe2\x02\x1aSessiongate\\V1\\GPBMetadata\xea\x02\x0fSessiongate::V1b\x06proto3"
 
 var (
@@ -1782,76 +2962,132 @@ func file_sessiongate_v1_sessiongate_proto_rawDescGZIP() []byte {
 	return file_sessiongate_v1_sessiongate_proto_rawDescData
 }
 
-var file_sessiongate_v1_sessiongate_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_sessiongate_v1_sessiongate_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_sessiongate_v1_sessiongate_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_sessiongate_v1_sessiongate_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_sessiongate_v1_sessiongate_proto_goTypes = []any{
 	(SessionStatus)(0),               // 0: sessiongate.v1.SessionStatus
 	(SessionPhase)(0),                // 1: sessiongate.v1.SessionPhase
-	(*Agent)(nil),                    // 2: sessiongate.v1.Agent
-	(*RuntimeInfo)(nil),              // 3: sessiongate.v1.RuntimeInfo
-	(*OpenSessionRequest)(nil),       // 4: sessiongate.v1.OpenSessionRequest
-	(*OpenSessionResponse)(nil),      // 5: sessiongate.v1.OpenSessionResponse
-	(*GetSessionStatusRequest)(nil),  // 6: sessiongate.v1.GetSessionStatusRequest
-	(*GetSessionStatusResponse)(nil), // 7: sessiongate.v1.GetSessionStatusResponse
-	(*CloseSessionRequest)(nil),      // 8: sessiongate.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),     // 9: sessiongate.v1.CloseSessionResponse
-	(*ListSessionsRequest)(nil),      // 10: sessiongate.v1.ListSessionsRequest
-	(*SessionInfo)(nil),              // 11: sessiongate.v1.SessionInfo
-	(*ListSessionsResponse)(nil),     // 12: sessiongate.v1.ListSessionsResponse
-	(*SubmitJobRequest)(nil),         // 13: sessiongate.v1.SubmitJobRequest
-	(*SubmitJobResponse)(nil),        // 14: sessiongate.v1.SubmitJobResponse
-	(*RunJobRequest)(nil),            // 15: sessiongate.v1.RunJobRequest
-	(*RunJobResponse)(nil),           // 16: sessiongate.v1.RunJobResponse
-	(*CancelJobRequest)(nil),         // 17: sessiongate.v1.CancelJobRequest
-	(*CancelJobResponse)(nil),        // 18: sessiongate.v1.CancelJobResponse
-	(*WatchJobRequest)(nil),          // 19: sessiongate.v1.WatchJobRequest
-	(*JobEvent)(nil),                 // 20: sessiongate.v1.JobEvent
-	(*JobResult)(nil),                // 21: sessiongate.v1.JobResult
-	(*JobError)(nil),                 // 22: sessiongate.v1.JobError
-	(*WatchJobResponse)(nil),         // 23: sessiongate.v1.WatchJobResponse
-	(*timestamppb.Timestamp)(nil),    // 24: google.protobuf.Timestamp
-	(*structpb.Value)(nil),           // 25: google.protobuf.Value
+	(JobState)(0),                    // 2: sessiongate.v1.JobState
+	(*Agent)(nil),                    // 3: sessiongate.v1.Agent
+	(*RuntimeInfo)(nil),              // 4: sessiongate.v1.RuntimeInfo
+	(*Lease)(nil),                    // 5: sessiongate.v1.Lease
+	(*LeasePatterns)(nil),            // 6: sessiongate.v1.LeasePatterns
+	(*LeaseConstraints)(nil),         // 7: sessiongate.v1.LeaseConstraints
+	(*Progress)(nil),                 // 8: sessiongate.v1.Progress
+	(*ResultChunk)(nil),              // 9: sessiongate.v1.ResultChunk
+	(*Job)(nil),                      // 10: sessiongate.v1.Job
+	(*OpenSessionRequest)(nil),       // 11: sessiongate.v1.OpenSessionRequest
+	(*OpenSessionResponse)(nil),      // 12: sessiongate.v1.OpenSessionResponse
+	(*GetSessionStatusRequest)(nil),  // 13: sessiongate.v1.GetSessionStatusRequest
+	(*GetSessionStatusResponse)(nil), // 14: sessiongate.v1.GetSessionStatusResponse
+	(*CloseSessionRequest)(nil),      // 15: sessiongate.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),     // 16: sessiongate.v1.CloseSessionResponse
+	(*ListSessionsRequest)(nil),      // 17: sessiongate.v1.ListSessionsRequest
+	(*SessionInfo)(nil),              // 18: sessiongate.v1.SessionInfo
+	(*ListSessionsResponse)(nil),     // 19: sessiongate.v1.ListSessionsResponse
+	(*SubmitJobRequest)(nil),         // 20: sessiongate.v1.SubmitJobRequest
+	(*SubmitJobResponse)(nil),        // 21: sessiongate.v1.SubmitJobResponse
+	(*RunJobRequest)(nil),            // 22: sessiongate.v1.RunJobRequest
+	(*RunJobResponse)(nil),           // 23: sessiongate.v1.RunJobResponse
+	(*CancelJobRequest)(nil),         // 24: sessiongate.v1.CancelJobRequest
+	(*CancelJobResponse)(nil),        // 25: sessiongate.v1.CancelJobResponse
+	(*WatchJobRequest)(nil),          // 26: sessiongate.v1.WatchJobRequest
+	(*JobEvent)(nil),                 // 27: sessiongate.v1.JobEvent
+	(*JobResult)(nil),                // 28: sessiongate.v1.JobResult
+	(*JobError)(nil),                 // 29: sessiongate.v1.JobError
+	(*WatchJobResponse)(nil),         // 30: sessiongate.v1.WatchJobResponse
+	(*ListJobsRequest)(nil),          // 31: sessiongate.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),         // 32: sessiongate.v1.ListJobsResponse
+	(*SubscribeJobRequest)(nil),      // 33: sessiongate.v1.SubscribeJobRequest
+	(*SubscribeJobResponse)(nil),     // 34: sessiongate.v1.SubscribeJobResponse
+	nil,                              // 35: sessiongate.v1.Lease.CapabilitiesEntry
+	nil,                              // 36: sessiongate.v1.Job.BudgetEntry
+	nil,                              // 37: sessiongate.v1.SubmitJobRequest.ExtensionsEntry
+	nil,                              // 38: sessiongate.v1.SubmitJobResponse.BudgetEntry
+	nil,                              // 39: sessiongate.v1.SubmitJobResponse.ExtensionsEntry
+	nil,                              // 40: sessiongate.v1.RunJobRequest.ExtensionsEntry
+	nil,                              // 41: sessiongate.v1.RunJobResponse.BudgetEntry
+	nil,                              // 42: sessiongate.v1.RunJobResponse.ExtensionsEntry
+	nil,                              // 43: sessiongate.v1.WatchJobResponse.ExtensionsEntry
+	(*timestamppb.Timestamp)(nil),    // 44: google.protobuf.Timestamp
+	(*structpb.Value)(nil),           // 45: google.protobuf.Value
 }
 var file_sessiongate_v1_sessiongate_proto_depIdxs = []int32{
-	2,  // 0: sessiongate.v1.OpenSessionResponse.agents:type_name -> sessiongate.v1.Agent
-	3,  // 1: sessiongate.v1.OpenSessionResponse.runtime:type_name -> sessiongate.v1.RuntimeInfo
-	0,  // 2: sessiongate.v1.GetSessionStatusResponse.status:type_name -> sessiongate.v1.SessionStatus
-	1,  // 3: sessiongate.v1.GetSessionStatusResponse.phase:type_name -> sessiongate.v1.SessionPhase
-	1,  // 4: sessiongate.v1.SessionInfo.phase:type_name -> sessiongate.v1.SessionPhase
-	24, // 5: sessiongate.v1.SessionInfo.opened_at:type_name -> google.protobuf.Timestamp
-	11, // 6: sessiongate.v1.ListSessionsResponse.sessions:type_name -> sessiongate.v1.SessionInfo
-	25, // 7: sessiongate.v1.SubmitJobRequest.input:type_name -> google.protobuf.Value
-	24, // 8: sessiongate.v1.SubmitJobResponse.accepted_at:type_name -> google.protobuf.Timestamp
-	25, // 9: sessiongate.v1.RunJobRequest.input:type_name -> google.protobuf.Value
-	25, // 10: sessiongate.v1.RunJobResponse.result:type_name -> google.protobuf.Value
-	24, // 11: sessiongate.v1.JobEvent.ts:type_name -> google.protobuf.Timestamp
-	25, // 12: sessiongate.v1.JobEvent.body:type_name -> google.protobuf.Value
-	25, // 13: sessiongate.v1.JobResult.result:type_name -> google.protobuf.Value
-	25, // 14: sessiongate.v1.JobError.details:type_name -> google.protobuf.Value
-	20, // 15: sessiongate.v1.WatchJobResponse.event:type_name -> sessiongate.v1.JobEvent
-	21, // 16: sessiongate.v1.WatchJobResponse.result:type_name -> sessiongate.v1.JobResult
-	22, // 17: sessiongate.v1.WatchJobResponse.error:type_name -> sessiongate.v1.JobError
-	4,  // 18: sessiongate.v1.SessionGateway.OpenSession:input_type -> sessiongate.v1.OpenSessionRequest
-	6,  // 19: sessiongate.v1.SessionGateway.GetSessionStatus:input_type -> sessiongate.v1.GetSessionStatusRequest
-	8,  // 20: sessiongate.v1.SessionGateway.CloseSession:input_type -> sessiongate.v1.CloseSessionRequest
-	10, // 21: sessiongate.v1.SessionGateway.ListSessions:input_type -> sessiongate.v1.ListSessionsRequest
-	13, // 22: sessiongate.v1.SessionGateway.SubmitJob:input_type -> sessiongate.v1.SubmitJobRequest
-	15, // 23: sessiongate.v1.SessionGateway.RunJob:input_type -> sessiongate.v1.RunJobRequest
-	17, // 24: sessiongate.v1.SessionGateway.CancelJob:input_type -> sessiongate.v1.CancelJobRequest
-	19, // 25: sessiongate.v1.SessionGateway.WatchJob:input_type -> sessiongate.v1.WatchJobRequest
-	5,  // 26: sessiongate.v1.SessionGateway.OpenSession:output_type -> sessiongate.v1.OpenSessionResponse
-	7,  // 27: sessiongate.v1.SessionGateway.GetSessionStatus:output_type -> sessiongate.v1.GetSessionStatusResponse
-	9,  // 28: sessiongate.v1.SessionGateway.CloseSession:output_type -> sessiongate.v1.CloseSessionResponse
-	12, // 29: sessiongate.v1.SessionGateway.ListSessions:output_type -> sessiongate.v1.ListSessionsResponse
-	14, // 30: sessiongate.v1.SessionGateway.SubmitJob:output_type -> sessiongate.v1.SubmitJobResponse
-	16, // 31: sessiongate.v1.SessionGateway.RunJob:output_type -> sessiongate.v1.RunJobResponse
-	18, // 32: sessiongate.v1.SessionGateway.CancelJob:output_type -> sessiongate.v1.CancelJobResponse
-	23, // 33: sessiongate.v1.SessionGateway.WatchJob:output_type -> sessiongate.v1.WatchJobResponse
-	26, // [26:34] is the sub-list for method output_type
-	18, // [18:26] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	35, // 0: sessiongate.v1.Lease.capabilities:type_name -> sessiongate.v1.Lease.CapabilitiesEntry
+	44, // 1: sessiongate.v1.LeaseConstraints.expires_at:type_name -> google.protobuf.Timestamp
+	2,  // 2: sessiongate.v1.Job.state:type_name -> sessiongate.v1.JobState
+	5,  // 3: sessiongate.v1.Job.lease:type_name -> sessiongate.v1.Lease
+	7,  // 4: sessiongate.v1.Job.lease_constraints:type_name -> sessiongate.v1.LeaseConstraints
+	36, // 5: sessiongate.v1.Job.budget:type_name -> sessiongate.v1.Job.BudgetEntry
+	44, // 6: sessiongate.v1.Job.create_time:type_name -> google.protobuf.Timestamp
+	3,  // 7: sessiongate.v1.OpenSessionResponse.agents:type_name -> sessiongate.v1.Agent
+	4,  // 8: sessiongate.v1.OpenSessionResponse.runtime:type_name -> sessiongate.v1.RuntimeInfo
+	0,  // 9: sessiongate.v1.GetSessionStatusResponse.status:type_name -> sessiongate.v1.SessionStatus
+	1,  // 10: sessiongate.v1.GetSessionStatusResponse.phase:type_name -> sessiongate.v1.SessionPhase
+	1,  // 11: sessiongate.v1.SessionInfo.phase:type_name -> sessiongate.v1.SessionPhase
+	44, // 12: sessiongate.v1.SessionInfo.opened_at:type_name -> google.protobuf.Timestamp
+	18, // 13: sessiongate.v1.ListSessionsResponse.sessions:type_name -> sessiongate.v1.SessionInfo
+	45, // 14: sessiongate.v1.SubmitJobRequest.input:type_name -> google.protobuf.Value
+	5,  // 15: sessiongate.v1.SubmitJobRequest.lease_request:type_name -> sessiongate.v1.Lease
+	7,  // 16: sessiongate.v1.SubmitJobRequest.lease_constraints:type_name -> sessiongate.v1.LeaseConstraints
+	37, // 17: sessiongate.v1.SubmitJobRequest.extensions:type_name -> sessiongate.v1.SubmitJobRequest.ExtensionsEntry
+	44, // 18: sessiongate.v1.SubmitJobResponse.accepted_at:type_name -> google.protobuf.Timestamp
+	5,  // 19: sessiongate.v1.SubmitJobResponse.lease:type_name -> sessiongate.v1.Lease
+	7,  // 20: sessiongate.v1.SubmitJobResponse.lease_constraints:type_name -> sessiongate.v1.LeaseConstraints
+	38, // 21: sessiongate.v1.SubmitJobResponse.budget:type_name -> sessiongate.v1.SubmitJobResponse.BudgetEntry
+	39, // 22: sessiongate.v1.SubmitJobResponse.extensions:type_name -> sessiongate.v1.SubmitJobResponse.ExtensionsEntry
+	45, // 23: sessiongate.v1.RunJobRequest.input:type_name -> google.protobuf.Value
+	5,  // 24: sessiongate.v1.RunJobRequest.lease_request:type_name -> sessiongate.v1.Lease
+	7,  // 25: sessiongate.v1.RunJobRequest.lease_constraints:type_name -> sessiongate.v1.LeaseConstraints
+	40, // 26: sessiongate.v1.RunJobRequest.extensions:type_name -> sessiongate.v1.RunJobRequest.ExtensionsEntry
+	45, // 27: sessiongate.v1.RunJobResponse.result:type_name -> google.protobuf.Value
+	5,  // 28: sessiongate.v1.RunJobResponse.lease:type_name -> sessiongate.v1.Lease
+	7,  // 29: sessiongate.v1.RunJobResponse.lease_constraints:type_name -> sessiongate.v1.LeaseConstraints
+	41, // 30: sessiongate.v1.RunJobResponse.budget:type_name -> sessiongate.v1.RunJobResponse.BudgetEntry
+	42, // 31: sessiongate.v1.RunJobResponse.extensions:type_name -> sessiongate.v1.RunJobResponse.ExtensionsEntry
+	44, // 32: sessiongate.v1.JobEvent.ts:type_name -> google.protobuf.Timestamp
+	45, // 33: sessiongate.v1.JobEvent.body:type_name -> google.protobuf.Value
+	8,  // 34: sessiongate.v1.JobEvent.progress:type_name -> sessiongate.v1.Progress
+	9,  // 35: sessiongate.v1.JobEvent.result_chunk:type_name -> sessiongate.v1.ResultChunk
+	45, // 36: sessiongate.v1.JobResult.result:type_name -> google.protobuf.Value
+	45, // 37: sessiongate.v1.JobError.details:type_name -> google.protobuf.Value
+	27, // 38: sessiongate.v1.WatchJobResponse.event:type_name -> sessiongate.v1.JobEvent
+	28, // 39: sessiongate.v1.WatchJobResponse.result:type_name -> sessiongate.v1.JobResult
+	29, // 40: sessiongate.v1.WatchJobResponse.error:type_name -> sessiongate.v1.JobError
+	43, // 41: sessiongate.v1.WatchJobResponse.extensions:type_name -> sessiongate.v1.WatchJobResponse.ExtensionsEntry
+	10, // 42: sessiongate.v1.ListJobsResponse.jobs:type_name -> sessiongate.v1.Job
+	10, // 43: sessiongate.v1.SubscribeJobResponse.job:type_name -> sessiongate.v1.Job
+	6,  // 44: sessiongate.v1.Lease.CapabilitiesEntry.value:type_name -> sessiongate.v1.LeasePatterns
+	45, // 45: sessiongate.v1.SubmitJobRequest.ExtensionsEntry.value:type_name -> google.protobuf.Value
+	45, // 46: sessiongate.v1.SubmitJobResponse.ExtensionsEntry.value:type_name -> google.protobuf.Value
+	45, // 47: sessiongate.v1.RunJobRequest.ExtensionsEntry.value:type_name -> google.protobuf.Value
+	45, // 48: sessiongate.v1.RunJobResponse.ExtensionsEntry.value:type_name -> google.protobuf.Value
+	45, // 49: sessiongate.v1.WatchJobResponse.ExtensionsEntry.value:type_name -> google.protobuf.Value
+	11, // 50: sessiongate.v1.SessionGateway.OpenSession:input_type -> sessiongate.v1.OpenSessionRequest
+	13, // 51: sessiongate.v1.SessionGateway.GetSessionStatus:input_type -> sessiongate.v1.GetSessionStatusRequest
+	15, // 52: sessiongate.v1.SessionGateway.CloseSession:input_type -> sessiongate.v1.CloseSessionRequest
+	17, // 53: sessiongate.v1.SessionGateway.ListSessions:input_type -> sessiongate.v1.ListSessionsRequest
+	20, // 54: sessiongate.v1.SessionGateway.SubmitJob:input_type -> sessiongate.v1.SubmitJobRequest
+	22, // 55: sessiongate.v1.SessionGateway.RunJob:input_type -> sessiongate.v1.RunJobRequest
+	24, // 56: sessiongate.v1.SessionGateway.CancelJob:input_type -> sessiongate.v1.CancelJobRequest
+	26, // 57: sessiongate.v1.SessionGateway.WatchJob:input_type -> sessiongate.v1.WatchJobRequest
+	31, // 58: sessiongate.v1.SessionGateway.ListJobs:input_type -> sessiongate.v1.ListJobsRequest
+	33, // 59: sessiongate.v1.SessionGateway.SubscribeJob:input_type -> sessiongate.v1.SubscribeJobRequest
+	12, // 60: sessiongate.v1.SessionGateway.OpenSession:output_type -> sessiongate.v1.OpenSessionResponse
+	14, // 61: sessiongate.v1.SessionGateway.GetSessionStatus:output_type -> sessiongate.v1.GetSessionStatusResponse
+	16, // 62: sessiongate.v1.SessionGateway.CloseSession:output_type -> sessiongate.v1.CloseSessionResponse
+	19, // 63: sessiongate.v1.SessionGateway.ListSessions:output_type -> sessiongate.v1.ListSessionsResponse
+	21, // 64: sessiongate.v1.SessionGateway.SubmitJob:output_type -> sessiongate.v1.SubmitJobResponse
+	23, // 65: sessiongate.v1.SessionGateway.RunJob:output_type -> sessiongate.v1.RunJobResponse
+	25, // 66: sessiongate.v1.SessionGateway.CancelJob:output_type -> sessiongate.v1.CancelJobResponse
+	30, // 67: sessiongate.v1.SessionGateway.WatchJob:output_type -> sessiongate.v1.WatchJobResponse
+	32, // 68: sessiongate.v1.SessionGateway.ListJobs:output_type -> sessiongate.v1.ListJobsResponse
+	34, // 69: sessiongate.v1.SessionGateway.SubscribeJob:output_type -> sessiongate.v1.SubscribeJobResponse
+	60, // [60:70] is the sub-list for method output_type
+	50, // [50:60] is the sub-list for method input_type
+	50, // [50:50] is the sub-list for extension type_name
+	50, // [50:50] is the sub-list for extension extendee
+	0,  // [0:50] is the sub-list for field type_name
 }
 
 func init() { file_sessiongate_v1_sessiongate_proto_init() }
@@ -1859,7 +3095,8 @@ func file_sessiongate_v1_sessiongate_proto_init() {
 	if File_sessiongate_v1_sessiongate_proto != nil {
 		return
 	}
-	file_sessiongate_v1_sessiongate_proto_msgTypes[21].OneofWrappers = []any{
+	file_sessiongate_v1_sessiongate_proto_msgTypes[5].OneofWrappers = []any{}
+	file_sessiongate_v1_sessiongate_proto_msgTypes[27].OneofWrappers = []any{
 		(*WatchJobResponse_Event)(nil),
 		(*WatchJobResponse_Result)(nil),
 		(*WatchJobResponse_Error)(nil),
@@ -1869,8 +3106,8 @@ func file_sessiongate_v1_sessiongate_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sessiongate_v1_sessiongate_proto_rawDesc), len(file_sessiongate_v1_sessiongate_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   22,
+			NumEnums:      3,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

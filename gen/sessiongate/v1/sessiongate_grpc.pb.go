@@ -30,6 +30,8 @@ const (
 	SessionGateway_RunJob_FullMethodName           = "/sessiongate.v1.SessionGateway/RunJob"
 	SessionGateway_CancelJob_FullMethodName        = "/sessiongate.v1.SessionGateway/CancelJob"
 	SessionGateway_WatchJob_FullMethodName         = "/sessiongate.v1.SessionGateway/WatchJob"
+	SessionGateway_ListJobs_FullMethodName         = "/sessiongate.v1.SessionGateway/ListJobs"
+	SessionGateway_SubscribeJob_FullMethodName     = "/sessiongate.v1.SessionGateway/SubscribeJob"
 )
 
 // SessionGatewayClient is the client API for SessionGateway service.
@@ -58,6 +60,16 @@ type SessionGatewayClient interface {
 	// WatchJob streams a job's events in event_seq order, ending with its
 	// terminal result or error.
 	WatchJob(ctx context.Context, in *WatchJobRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchJobResponse], error)
+	// ListJobs lists the jobs the session's runtime reports for the session
+	// (ARCP session.list_jobs, §6.6), a page at a time (AIP-132, AIP-158,
+	// AIP-160). Needs the list_jobs feature (FAILED_PRECONDITION otherwise).
+	ListJobs(ctx context.Context, in *ListJobsRequest, opts ...grpc.CallOption) (*ListJobsResponse, error)
+	// SubscribeJob attaches the session to a job submitted through another
+	// session of the same caller (ARCP job.subscribe, §7.6-7.7), optionally
+	// with the job's buffered history. Afterwards WatchJob works for the job
+	// in this session; CancelJob does not (a subscriber only observes). Needs
+	// the subscribe feature (FAILED_PRECONDITION otherwise).
+	SubscribeJob(ctx context.Context, in *SubscribeJobRequest, opts ...grpc.CallOption) (*SubscribeJobResponse, error)
 }
 
 type sessionGatewayClient struct {
@@ -157,6 +169,26 @@ func (c *sessionGatewayClient) WatchJob(ctx context.Context, in *WatchJobRequest
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type SessionGateway_WatchJobClient = grpc.ServerStreamingClient[WatchJobResponse]
 
+func (c *sessionGatewayClient) ListJobs(ctx context.Context, in *ListJobsRequest, opts ...grpc.CallOption) (*ListJobsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListJobsResponse)
+	err := c.cc.Invoke(ctx, SessionGateway_ListJobs_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sessionGatewayClient) SubscribeJob(ctx context.Context, in *SubscribeJobRequest, opts ...grpc.CallOption) (*SubscribeJobResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SubscribeJobResponse)
+	err := c.cc.Invoke(ctx, SessionGateway_SubscribeJob_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SessionGatewayServer is the server API for SessionGateway service.
 // All implementations must embed UnimplementedSessionGatewayServer
 // for forward compatibility.
@@ -183,6 +215,16 @@ type SessionGatewayServer interface {
 	// WatchJob streams a job's events in event_seq order, ending with its
 	// terminal result or error.
 	WatchJob(*WatchJobRequest, grpc.ServerStreamingServer[WatchJobResponse]) error
+	// ListJobs lists the jobs the session's runtime reports for the session
+	// (ARCP session.list_jobs, §6.6), a page at a time (AIP-132, AIP-158,
+	// AIP-160). Needs the list_jobs feature (FAILED_PRECONDITION otherwise).
+	ListJobs(context.Context, *ListJobsRequest) (*ListJobsResponse, error)
+	// SubscribeJob attaches the session to a job submitted through another
+	// session of the same caller (ARCP job.subscribe, §7.6-7.7), optionally
+	// with the job's buffered history. Afterwards WatchJob works for the job
+	// in this session; CancelJob does not (a subscriber only observes). Needs
+	// the subscribe feature (FAILED_PRECONDITION otherwise).
+	SubscribeJob(context.Context, *SubscribeJobRequest) (*SubscribeJobResponse, error)
 	mustEmbedUnimplementedSessionGatewayServer()
 }
 
@@ -216,6 +258,12 @@ func (UnimplementedSessionGatewayServer) CancelJob(context.Context, *CancelJobRe
 }
 func (UnimplementedSessionGatewayServer) WatchJob(*WatchJobRequest, grpc.ServerStreamingServer[WatchJobResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchJob not implemented")
+}
+func (UnimplementedSessionGatewayServer) ListJobs(context.Context, *ListJobsRequest) (*ListJobsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListJobs not implemented")
+}
+func (UnimplementedSessionGatewayServer) SubscribeJob(context.Context, *SubscribeJobRequest) (*SubscribeJobResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SubscribeJob not implemented")
 }
 func (UnimplementedSessionGatewayServer) mustEmbedUnimplementedSessionGatewayServer() {}
 func (UnimplementedSessionGatewayServer) testEmbeddedByValue()                        {}
@@ -375,6 +423,42 @@ func _SessionGateway_WatchJob_Handler(srv interface{}, stream grpc.ServerStream)
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type SessionGateway_WatchJobServer = grpc.ServerStreamingServer[WatchJobResponse]
 
+func _SessionGateway_ListJobs_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListJobsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SessionGatewayServer).ListJobs(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SessionGateway_ListJobs_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SessionGatewayServer).ListJobs(ctx, req.(*ListJobsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SessionGateway_SubscribeJob_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SubscribeJobRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SessionGatewayServer).SubscribeJob(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SessionGateway_SubscribeJob_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SessionGatewayServer).SubscribeJob(ctx, req.(*SubscribeJobRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SessionGateway_ServiceDesc is the grpc.ServiceDesc for SessionGateway service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -409,6 +493,14 @@ var SessionGateway_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CancelJob",
 			Handler:    _SessionGateway_CancelJob_Handler,
+		},
+		{
+			MethodName: "ListJobs",
+			Handler:    _SessionGateway_ListJobs_Handler,
+		},
+		{
+			MethodName: "SubscribeJob",
+			Handler:    _SessionGateway_SubscribeJob_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

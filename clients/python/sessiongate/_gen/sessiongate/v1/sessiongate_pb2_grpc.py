@@ -56,6 +56,16 @@ class SessionGatewayStub(object):
                 request_serializer=sessiongate_dot_v1_dot_sessiongate__pb2.WatchJobRequest.SerializeToString,
                 response_deserializer=sessiongate_dot_v1_dot_sessiongate__pb2.WatchJobResponse.FromString,
                 )
+        self.ListJobs = channel.unary_unary(
+                '/sessiongate.v1.SessionGateway/ListJobs',
+                request_serializer=sessiongate_dot_v1_dot_sessiongate__pb2.ListJobsRequest.SerializeToString,
+                response_deserializer=sessiongate_dot_v1_dot_sessiongate__pb2.ListJobsResponse.FromString,
+                )
+        self.SubscribeJob = channel.unary_unary(
+                '/sessiongate.v1.SessionGateway/SubscribeJob',
+                request_serializer=sessiongate_dot_v1_dot_sessiongate__pb2.SubscribeJobRequest.SerializeToString,
+                response_deserializer=sessiongate_dot_v1_dot_sessiongate__pb2.SubscribeJobResponse.FromString,
+                )
 
 
 class SessionGatewayServicer(object):
@@ -122,6 +132,26 @@ class SessionGatewayServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListJobs(self, request, context):
+        """ListJobs lists the jobs the session's runtime reports for the session
+        (ARCP session.list_jobs, §6.6), a page at a time (AIP-132, AIP-158,
+        AIP-160). Needs the list_jobs feature (FAILED_PRECONDITION otherwise).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SubscribeJob(self, request, context):
+        """SubscribeJob attaches the session to a job submitted through another
+        session of the same caller (ARCP job.subscribe, §7.6-7.7), optionally
+        with the job's buffered history. Afterwards WatchJob works for the job
+        in this session; CancelJob does not (a subscriber only observes). Needs
+        the subscribe feature (FAILED_PRECONDITION otherwise).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SessionGatewayServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -164,6 +194,16 @@ def add_SessionGatewayServicer_to_server(servicer, server):
                     servicer.WatchJob,
                     request_deserializer=sessiongate_dot_v1_dot_sessiongate__pb2.WatchJobRequest.FromString,
                     response_serializer=sessiongate_dot_v1_dot_sessiongate__pb2.WatchJobResponse.SerializeToString,
+            ),
+            'ListJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListJobs,
+                    request_deserializer=sessiongate_dot_v1_dot_sessiongate__pb2.ListJobsRequest.FromString,
+                    response_serializer=sessiongate_dot_v1_dot_sessiongate__pb2.ListJobsResponse.SerializeToString,
+            ),
+            'SubscribeJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.SubscribeJob,
+                    request_deserializer=sessiongate_dot_v1_dot_sessiongate__pb2.SubscribeJobRequest.FromString,
+                    response_serializer=sessiongate_dot_v1_dot_sessiongate__pb2.SubscribeJobResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -310,5 +350,39 @@ class SessionGateway(object):
         return grpc.experimental.unary_stream(request, target, '/sessiongate.v1.SessionGateway/WatchJob',
             sessiongate_dot_v1_dot_sessiongate__pb2.WatchJobRequest.SerializeToString,
             sessiongate_dot_v1_dot_sessiongate__pb2.WatchJobResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/sessiongate.v1.SessionGateway/ListJobs',
+            sessiongate_dot_v1_dot_sessiongate__pb2.ListJobsRequest.SerializeToString,
+            sessiongate_dot_v1_dot_sessiongate__pb2.ListJobsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def SubscribeJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/sessiongate.v1.SessionGateway/SubscribeJob',
+            sessiongate_dot_v1_dot_sessiongate__pb2.SubscribeJobRequest.SerializeToString,
+            sessiongate_dot_v1_dot_sessiongate__pb2.SubscribeJobResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file sessiongate/v1/sessiongate.proto.
  */
 export const file_sessiongate_v1_sessiongate: GenFile = /*@__PURE__*/
-  fileDesc("CiBzZXNzaW9uZ2F0ZS92MS9zZXNzaW9uZ2F0ZS5wcm90bxIOc2Vzc2lvbmdhdGUudjEiQAoFQWdlbnQSDAoEbmFtZRgBIAEoCRIQCgh2ZXJzaW9ucxgCIAMoCRIXCg9kZWZhdWx0X3ZlcnNpb24YAyABKAkiRAoLUnVudGltZUluZm8SDAoEbmFtZRgBIAEoCRIWCg5pbXBsZW1lbnRhdGlvbhgCIAEoCRIPCgd2ZXJzaW9uGAMgASgJImQKEk9wZW5TZXNzaW9uUmVxdWVzdBIPCgdydW50aW1lGAEgASgJEhMKC2NsaWVudF9uYW1lGAIgASgJEhAKCGZlYXR1cmVzGAMgAygJEhYKDnVwc3RyZWFtX3Rva2VuGAQgASgJIqUBChNPcGVuU2Vzc2lvblJlc3BvbnNlEhIKCnNlc3Npb25faWQYASABKAkSEAoIZmVhdHVyZXMYAiADKAkSJQoGYWdlbnRzGAMgAygLMhUuc2Vzc2lvbmdhdGUudjEuQWdlbnQSLAoHcnVudGltZRgEIAEoCzIbLnNlc3Npb25nYXRlLnYxLlJ1bnRpbWVJbmZvEhMKC2luc3RhbmNlX2lkGAUgASgJIi0KF0dldFNlc3Npb25TdGF0dXNSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAki2gEKGEdldFNlc3Npb25TdGF0dXNSZXNwb25zZRItCgZzdGF0dXMYASABKA4yHS5zZXNzaW9uZ2F0ZS52MS5TZXNzaW9uU3RhdHVzEisKBXBoYXNlGAIgASgOMhwuc2Vzc2lvbmdhdGUudjEuU2Vzc2lvblBoYXNlEg8KB3J1bnRpbWUYAyABKAkSEAoIZmVhdHVyZXMYBCADKAkSFgoObGFzdF9ldmVudF9zZXEYBSABKAQSEgoKZ2VuZXJhdGlvbhgGIAEoBBITCgtpbnN0YW5jZV9pZBgHIAEoCSI5ChNDbG9zZVNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDgoGcmVhc29uGAIgASgJIhYKFENsb3NlU2Vzc2lvblJlc3BvbnNlIhUKE0xpc3RTZXNzaW9uc1JlcXVlc3QiowEKC1Nlc3Npb25JbmZvEhIKCnNlc3Npb25faWQYASABKAkSKwoFcGhhc2UYAiABKA4yHC5zZXNzaW9uZ2F0ZS52MS5TZXNzaW9uUGhhc2USDwoHcnVudGltZRgDIAEoCRItCglvcGVuZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhMKC2FjdGl2ZV9qb2JzGAUgASgNIkUKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEi0KCHNlc3Npb25zGAEgAygLMhsuc2Vzc2lvbmdhdGUudjEuU2Vzc2lvbkluZm8ijgEKEFN1Ym1pdEpvYlJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRINCgVhZ2VudBgCIAEoCRIlCgVpbnB1dBgDIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIXCg9pZGVtcG90ZW5jeV9rZXkYBCABKAkSFwoPbWF4X3J1bnRpbWVfc2VjGAUgASgNIlQKEVN1Ym1pdEpvYlJlc3BvbnNlEg4KBmpvYl9pZBgBIAEoCRIvCgthY2NlcHRlZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiiwEKDVJ1bkpvYlJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRINCgVhZ2VudBgCIAEoCRIlCgVpbnB1dBgDIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIXCg9pZGVtcG90ZW5jeV9rZXkYBCABKAkSFwoPbWF4X3J1bnRpbWVfc2VjGAUgASgNIm0KDlJ1bkpvYlJlc3BvbnNlEg4KBmpvYl9pZBgBIAEoCRImCgZyZXN1bHQYAiABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSDwoHc3VtbWFyeRgDIAEoCRISCgpyYXdfcmVzdWx0GAQgASgMIkYKEENhbmNlbEpvYlJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIOCgZqb2JfaWQYAiABKAkSDgoGcmVhc29uGAMgASgJIhMKEUNhbmNlbEpvYlJlc3BvbnNlIk0KD1dhdGNoSm9iUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEg4KBmpvYl9pZBgCIAEoCRIWCg5mcm9tX2V2ZW50X3NlcRgDIAEoBCJ4CghKb2JFdmVudBIMCgRraW5kGAEgASgJEiYKAnRzGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIkCgRib2R5GAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEhAKCHJhd19ib2R5GAQgASgMIlgKCUpvYlJlc3VsdBImCgZyZXN1bHQYASABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSDwoHc3VtbWFyeRgCIAEoCRISCgpyYXdfcmVzdWx0GAMgASgMIpABCghKb2JFcnJvchIUCgxmaW5hbF9zdGF0dXMYASABKAkSDAoEY29kZRgCIAEoCRIPCgdtZXNzYWdlGAMgASgJEhEKCXJldHJ5YWJsZRgEIAEoCBInCgdkZXRhaWxzGAUgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEhMKC3Jhd19kZXRhaWxzGAYgASgMIrABChBXYXRjaEpvYlJlc3BvbnNlEhEKCWV2ZW50X3NlcRgBIAEoBBIpCgVldmVudBgCIAEoCzIYLnNlc3Npb25nYXRlLnYxLkpvYkV2ZW50SAASKwoGcmVzdWx0GAMgASgLMhkuc2Vzc2lvbmdhdGUudjEuSm9iUmVzdWx0SAASKQoFZXJyb3IYBCABKAsyGC5zZXNzaW9uZ2F0ZS52MS5Kb2JFcnJvckgAQgYKBGl0ZW0qZgoNU2Vzc2lvblN0YXR1cxIeChpTRVNTSU9OX1NUQVRVU19VTlNQRUNJRklFRBAAEhcKE1NFU1NJT05fU1RBVFVTX0xJVkUQARIcChhTRVNTSU9OX1NUQVRVU19OT1RfRk9VTkQQAiqBAQoMU2Vzc2lvblBoYXNlEh0KGVNFU1NJT05fUEhBU0VfVU5TUEVDSUZJRUQQABIXChNTRVNTSU9OX1BIQVNFX1JFQURZEAESHgoaU0VTU0lPTl9QSEFTRV9SRUNPTk5FQ1RJTkcQAhIZChVTRVNTSU9OX1BIQVNFX0NMT1NJTkcQAzLXBgoOU2Vzc2lvbkdhdGV3YXkSaAoLT3BlblNlc3Npb24SIi5zZXNzaW9uZ2F0ZS52MS5PcGVuU2Vzc2lvblJlcXVlc3QaIy5zZXNzaW9uZ2F0ZS52MS5PcGVuU2Vzc2lvblJlc3BvbnNlIhDK8xgMcmVnaXN0cmF0aW9uEnQKEEdldFNlc3Npb25TdGF0dXMSJy5zZXNzaW9uZ2F0ZS52MS5HZXRTZXNzaW9uU3RhdHVzUmVxdWVzdBooLnNlc3Npb25nYXRlLnYxLkdldFNlc3Npb25TdGF0dXNSZXNwb25zZSINyvMYCWhlYXJ0YmVhdBJrCgxDbG9zZVNlc3Npb24SIy5zZXNzaW9uZ2F0ZS52MS5DbG9zZVNlc3Npb25SZXF1ZXN0GiQuc2Vzc2lvbmdhdGUudjEuQ2xvc2VTZXNzaW9uUmVzcG9uc2UiEMrzGAxyZWdpc3RyYXRpb24SbgoMTGlzdFNlc3Npb25zEiMuc2Vzc2lvbmdhdGUudjEuTGlzdFNlc3Npb25zUmVxdWVzdBokLnNlc3Npb25nYXRlLnYxLkxpc3RTZXNzaW9uc1Jlc3BvbnNlIhPK8xgPd29ya2Zsb3dfc3RhdHVzEmEKCVN1Ym1pdEpvYhIgLnNlc3Npb25nYXRlLnYxLlN1Ym1pdEpvYlJlcXVlc3QaIS5zZXNzaW9uZ2F0ZS52MS5TdWJtaXRKb2JSZXNwb25zZSIPyvMYC3Rhc2tfc3VibWl0ElYKBlJ1bkpvYhIdLnNlc3Npb25nYXRlLnYxLlJ1bkpvYlJlcXVlc3QaHi5zZXNzaW9uZ2F0ZS52MS5SdW5Kb2JSZXNwb25zZSINyvMYCXRvb2xfY2FsbBJhCglDYW5jZWxKb2ISIC5zZXNzaW9uZ2F0ZS52MS5DYW5jZWxKb2JSZXF1ZXN0GiEuc2Vzc2lvbmdhdGUudjEuQ2FuY2VsSm9iUmVzcG9uc2UiD8rzGAt0YXNrX3N1Ym1pdBJqCghXYXRjaEpvYhIfLnNlc3Npb25nYXRlLnYxLldhdGNoSm9iUmVxdWVzdBogLnNlc3Npb25nYXRlLnYxLldhdGNoSm9iUmVzcG9uc2UiGcrzGAl0b29sX2NhbGzS8xgICLDqARDg1AMwAWIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_timeoutprofile_v1_timeoutprofile]);
+  fileDesc("CiBzZXNzaW9uZ2F0ZS92MS9zZXNzaW9uZ2F0ZS5wcm90bxIOc2Vzc2lvbmdhdGUudjEiQAoFQWdlbnQSDAoEbmFtZRgBIAEoCRIQCgh2ZXJzaW9ucxgCIAMoCRIXCg9kZWZhdWx0X3ZlcnNpb24YAyABKAkiRAoLUnVudGltZUluZm8SDAoEbmFtZRgBIAEoCRIWCg5pbXBsZW1lbnRhdGlvbhgCIAEoCRIPCgd2ZXJzaW9uGAMgASgJIpoBCgVMZWFzZRI9CgxjYXBhYmlsaXRpZXMYASADKAsyJy5zZXNzaW9uZ2F0ZS52MS5MZWFzZS5DYXBhYmlsaXRpZXNFbnRyeRpSChFDYXBhYmlsaXRpZXNFbnRyeRILCgNrZXkYASABKAkSLAoFdmFsdWUYAiABKAsyHS5zZXNzaW9uZ2F0ZS52MS5MZWFzZVBhdHRlcm5zOgI4ASIhCg1MZWFzZVBhdHRlcm5zEhAKCHBhdHRlcm5zGAEgAygJIkIKEExlYXNlQ29uc3RyYWludHMSLgoKZXhwaXJlc19hdBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiWQoIUHJvZ3Jlc3MSDwoHY3VycmVudBgBIAEoARISCgV0b3RhbBgCIAEoAUgAiAEBEg0KBXVuaXRzGAMgASgJEg8KB21lc3NhZ2UYBCABKAlCCAoGX3RvdGFsIlMKC1Jlc3VsdENodW5rEhEKCXJlc3VsdF9pZBgBIAEoCRIRCgljaHVua19zZXEYAiABKAQSEAoIZW5jb2RpbmcYAyABKAkSDAoEbW9yZRgEIAEoCCKWAwoDSm9iEg4KBmpvYl9pZBgBIAEoCRINCgVhZ2VudBgCIAEoCRInCgVzdGF0ZRgDIAEoDjIYLnNlc3Npb25nYXRlLnYxLkpvYlN0YXRlEhIKCnJhd19zdGF0dXMYBCABKAkSJAoFbGVhc2UYBSABKAsyFS5zZXNzaW9uZ2F0ZS52MS5MZWFzZRI7ChFsZWFzZV9jb25zdHJhaW50cxgGIAEoCzIgLnNlc3Npb25nYXRlLnYxLkxlYXNlQ29uc3RyYWludHMSLwoGYnVkZ2V0GAcgAygLMh8uc2Vzc2lvbmdhdGUudjEuSm9iLkJ1ZGdldEVudHJ5EhUKDXBhcmVudF9qb2JfaWQYCCABKAkSLwoLY3JlYXRlX3RpbWUYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCHRyYWNlX2lkGAogASgJEhYKDmxhc3RfZXZlbnRfc2VxGAsgASgEGi0KC0J1ZGdldEVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoAToCOAEiZAoST3BlblNlc3Npb25SZXF1ZXN0Eg8KB3J1bnRpbWUYASABKAkSEwoLY2xpZW50X25hbWUYAiABKAkSEAoIZmVhdHVyZXMYAyADKAkSFgoOdXBzdHJlYW1fdG9rZW4YBCABKAkipQEKE09wZW5TZXNzaW9uUmVzcG9uc2USEgoKc2Vzc2lvbl9pZBgBIAEoCRIQCghmZWF0dXJlcxgCIAMoCRIlCgZhZ2VudHMYAyADKAsyFS5zZXNzaW9uZ2F0ZS52MS5BZ2VudBIsCgdydW50aW1lGAQgASgLMhsuc2Vzc2lvbmdhdGUudjEuUnVudGltZUluZm8SEwoLaW5zdGFuY2VfaWQYBSABKAkiLQoXR2V0U2Vzc2lvblN0YXR1c1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSLaAQoYR2V0U2Vzc2lvblN0YXR1c1Jlc3BvbnNlEi0KBnN0YXR1cxgBIAEoDjIdLnNlc3Npb25nYXRlLnYxLlNlc3Npb25TdGF0dXMSKwoFcGhhc2UYAiABKA4yHC5zZXNzaW9uZ2F0ZS52MS5TZXNzaW9uUGhhc2USDwoHcnVudGltZRgDIAEoCRIQCghmZWF0dXJlcxgEIAMoCRIWCg5sYXN0X2V2ZW50X3NlcRgFIAEoBBISCgpnZW5lcmF0aW9uGAYgASgEEhMKC2luc3RhbmNlX2lkGAcgASgJIjkKE0Nsb3NlU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiFgoUQ2xvc2VTZXNzaW9uUmVzcG9uc2UiFQoTTGlzdFNlc3Npb25zUmVxdWVzdCKjAQoLU2Vzc2lvbkluZm8SEgoKc2Vzc2lvbl9pZBgBIAEoCRIrCgVwaGFzZRgCIAEoDjIcLnNlc3Npb25nYXRlLnYxLlNlc3Npb25QaGFzZRIPCgdydW50aW1lGAMgASgJEi0KCW9wZW5lZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEwoLYWN0aXZlX2pvYnMYBSABKA0iRQoUTGlzdFNlc3Npb25zUmVzcG9uc2USLQoIc2Vzc2lvbnMYASADKAsyGy5zZXNzaW9uZ2F0ZS52MS5TZXNzaW9uSW5mbyKhAwoQU3VibWl0Sm9iUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEg0KBWFnZW50GAIgASgJEiUKBWlucHV0GAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEhcKD2lkZW1wb3RlbmN5X2tleRgEIAEoCRIXCg9tYXhfcnVudGltZV9zZWMYBSABKA0SFQoNYWdlbnRfdmVyc2lvbhgGIAEoCRIsCg1sZWFzZV9yZXF1ZXN0GAcgASgLMhUuc2Vzc2lvbmdhdGUudjEuTGVhc2USOwoRbGVhc2VfY29uc3RyYWludHMYCCABKAsyIC5zZXNzaW9uZ2F0ZS52MS5MZWFzZUNvbnN0cmFpbnRzEkQKCmV4dGVuc2lvbnMYCSADKAsyMC5zZXNzaW9uZ2F0ZS52MS5TdWJtaXRKb2JSZXF1ZXN0LkV4dGVuc2lvbnNFbnRyeRpJCg9FeHRlbnNpb25zRW50cnkSCwoDa2V5GAEgASgJEiUKBXZhbHVlGAIgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlOgI4ASLYAwoRU3VibWl0Sm9iUmVzcG9uc2USDgoGam9iX2lkGAEgASgJEi8KC2FjY2VwdGVkX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBINCgVhZ2VudBgDIAEoCRIQCgh0cmFjZV9pZBgEIAEoCRIkCgVsZWFzZRgFIAEoCzIVLnNlc3Npb25nYXRlLnYxLkxlYXNlEjsKEWxlYXNlX2NvbnN0cmFpbnRzGAYgASgLMiAuc2Vzc2lvbmdhdGUudjEuTGVhc2VDb25zdHJhaW50cxI9CgZidWRnZXQYByADKAsyLS5zZXNzaW9uZ2F0ZS52MS5TdWJtaXRKb2JSZXNwb25zZS5CdWRnZXRFbnRyeRJFCgpleHRlbnNpb25zGAggAygLMjEuc2Vzc2lvbmdhdGUudjEuU3VibWl0Sm9iUmVzcG9uc2UuRXh0ZW5zaW9uc0VudHJ5Gi0KC0J1ZGdldEVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoAToCOAEaSQoPRXh0ZW5zaW9uc0VudHJ5EgsKA2tleRgBIAEoCRIlCgV2YWx1ZRgCIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZToCOAEimwMKDVJ1bkpvYlJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRINCgVhZ2VudBgCIAEoCRIlCgVpbnB1dBgDIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIXCg9pZGVtcG90ZW5jeV9rZXkYBCABKAkSFwoPbWF4X3J1bnRpbWVfc2VjGAUgASgNEhUKDWFnZW50X3ZlcnNpb24YBiABKAkSLAoNbGVhc2VfcmVxdWVzdBgHIAEoCzIVLnNlc3Npb25nYXRlLnYxLkxlYXNlEjsKEWxlYXNlX2NvbnN0cmFpbnRzGAggASgLMiAuc2Vzc2lvbmdhdGUudjEuTGVhc2VDb25zdHJhaW50cxJBCgpleHRlbnNpb25zGAkgAygLMi0uc2Vzc2lvbmdhdGUudjEuUnVuSm9iUmVxdWVzdC5FeHRlbnNpb25zRW50cnkaSQoPRXh0ZW5zaW9uc0VudHJ5EgsKA2tleRgBIAEoCRIlCgV2YWx1ZRgCIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZToCOAEikwQKDlJ1bkpvYlJlc3BvbnNlEg4KBmpvYl9pZBgBIAEoCRImCgZyZXN1bHQYAiABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSDwoHc3VtbWFyeRgDIAEoCRISCgpyYXdfcmVzdWx0GAQgASgMEg0KBWFnZW50GAUgASgJEhAKCHRyYWNlX2lkGAYgASgJEiQKBWxlYXNlGAcgASgLMhUuc2Vzc2lvbmdhdGUudjEuTGVhc2USOwoRbGVhc2VfY29uc3RyYWludHMYCCABKAsyIC5zZXNzaW9uZ2F0ZS52MS5MZWFzZUNvbnN0cmFpbnRzEjoKBmJ1ZGdldBgJIAMoCzIqLnNlc3Npb25nYXRlLnYxLlJ1bkpvYlJlc3BvbnNlLkJ1ZGdldEVudHJ5EhEKCXJlc3VsdF9pZBgKIAEoCRITCgtyZXN1bHRfc2l6ZRgLIAEoAxJCCgpleHRlbnNpb25zGAwgAygLMi4uc2Vzc2lvbmdhdGUudjEuUnVuSm9iUmVzcG9uc2UuRXh0ZW5zaW9uc0VudHJ5Gi0KC0J1ZGdldEVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoAToCOAEaSQoPRXh0ZW5zaW9uc0VudHJ5EgsKA2tleRgBIAEoCRIlCgV2YWx1ZRgCIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZToCOAEiRgoQQ2FuY2VsSm9iUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEg4KBmpvYl9pZBgCIAEoCRIOCgZyZWFzb24YAyABKAkiEwoRQ2FuY2VsSm9iUmVzcG9uc2UiTQoPV2F0Y2hKb2JSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDgoGam9iX2lkGAIgASgJEhYKDmZyb21fZXZlbnRfc2VxGAMgASgEItcBCghKb2JFdmVudBIMCgRraW5kGAEgASgJEiYKAnRzGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIkCgRib2R5GAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEhAKCHJhd19ib2R5GAQgASgMEioKCHByb2dyZXNzGAUgASgLMhguc2Vzc2lvbmdhdGUudjEuUHJvZ3Jlc3MSMQoMcmVzdWx0X2NodW5rGAYgASgLMhsuc2Vzc2lvbmdhdGUudjEuUmVzdWx0Q2h1bmsigAEKCUpvYlJlc3VsdBImCgZyZXN1bHQYASABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSDwoHc3VtbWFyeRgCIAEoCRISCgpyYXdfcmVzdWx0GAMgASgMEhEKCXJlc3VsdF9pZBgEIAEoCRITCgtyZXN1bHRfc2l6ZRgFIAEoAyKQAQoISm9iRXJyb3ISFAoMZmluYWxfc3RhdHVzGAEgASgJEgwKBGNvZGUYAiABKAkSDwoHbWVzc2FnZRgDIAEoCRIRCglyZXRyeWFibGUYBCABKAgSJwoHZGV0YWlscxgFIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRITCgtyYXdfZGV0YWlscxgGIAEoDCLBAgoQV2F0Y2hKb2JSZXNwb25zZRIRCglldmVudF9zZXEYASABKAQSKQoFZXZlbnQYAiABKAsyGC5zZXNzaW9uZ2F0ZS52MS5Kb2JFdmVudEgAEisKBnJlc3VsdBgDIAEoCzIZLnNlc3Npb25nYXRlLnYxLkpvYlJlc3VsdEgAEikKBWVycm9yGAQgASgLMhguc2Vzc2lvbmdhdGUudjEuSm9iRXJyb3JIABJECgpleHRlbnNpb25zGAUgAygLMjAuc2Vzc2lvbmdhdGUudjEuV2F0Y2hKb2JSZXNwb25zZS5FeHRlbnNpb25zRW50cnkaSQoPRXh0ZW5zaW9uc0VudHJ5EgsKA2tleRgBIAEoCRIlCgV2YWx1ZRgCIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZToCOAFCBgoEaXRlbSJcCg9MaXN0Sm9ic1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIOCgZmaWx0ZXIYAiABKAkSEQoJcGFnZV9zaXplGAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkiTgoQTGlzdEpvYnNSZXNwb25zZRIhCgRqb2JzGAEgAygLMhMuc2Vzc2lvbmdhdGUudjEuSm9iEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJiChNTdWJzY3JpYmVKb2JSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDgoGam9iX2lkGAIgASgJEg8KB2hpc3RvcnkYAyABKAgSFgoOZnJvbV9ldmVudF9zZXEYBCABKAQiYwoUU3Vic2NyaWJlSm9iUmVzcG9uc2USIAoDam9iGAEgASgLMhMuc2Vzc2lvbmdhdGUudjEuSm9iEhcKD3N1YnNjcmliZWRfZnJvbRgCIAEoBBIQCghyZXBsYXllZBgDIAEoCCpmCg1TZXNzaW9uU3RhdHVzEh4KGlNFU1NJT05fU1RBVFVTX1VOU1BFQ0lGSUVEEAASFwoTU0VTU0lPTl9TVEFUVVNfTElWRRABEhwKGFNFU1NJT05fU1RBVFVTX05PVF9GT1VORBACKoEBCgxTZXNzaW9uUGhhc2USHQoZU0VTU0lPTl9QSEFTRV9VTlNQRUNJRklFRBAAEhcKE1NFU1NJT05fUEhBU0VfUkVBRFkQARIeChpTRVNTSU9OX1BIQVNFX1JFQ09OTkVDVElORxACEhkKFVNFU1NJT05fUEhBU0VfQ0xPU0lORxADKrQBCghKb2JTdGF0ZRIZChVKT0JfU1RBVEVfVU5TUEVDSUZJRUQQABIVChFKT0JfU1RBVEVfUEVORElORxABEhUKEUpPQl9TVEFURV9SVU5OSU5HEAISFwoTSk9CX1NUQVRFX1NVQ0NFRURFRBADEhQKEEpPQl9TVEFURV9GQUlMRUQQBBIXChNKT0JfU1RBVEVfQ0FOQ0VMTEVEEAUSFwoTSk9CX1NUQVRFX1RJTUVEX09VVBAGMqcICg5TZXNzaW9uR2F0ZXdheRJoCgtPcGVuU2Vzc2lvbhIiLnNlc3Npb25nYXRlLnYxLk9wZW5TZXNzaW9uUmVxdWVzdBojLnNlc3Npb25nYXRlLnYxLk9wZW5TZXNzaW9uUmVzcG9uc2UiEMrzGAxyZWdpc3RyYXRpb24SdAoQR2V0U2Vzc2lvblN0YXR1cxInLnNlc3Npb25nYXRlLnYxLkdldFNlc3Npb25TdGF0dXNSZXF1ZXN0Giguc2Vzc2lvbmdhdGUudjEuR2V0U2Vzc2lvblN0YXR1c1Jlc3BvbnNlIg3K8xgJaGVhcnRiZWF0EmsKDENsb3NlU2Vzc2lvbhIjLnNlc3Npb25nYXRlLnYxLkNsb3NlU2Vzc2lvblJlcXVlc3QaJC5zZXNzaW9uZ2F0ZS52MS5DbG9zZVNlc3Npb25SZXNwb25zZSIQyvMYDHJlZ2lzdHJhdGlvbhJuCgxMaXN0U2Vzc2lvbnMSIy5zZXNzaW9uZ2F0ZS52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0GiQuc2Vzc2lvbmdhdGUudjEuTGlzdFNlc3Npb25zUmVzcG9uc2UiE8rzGA93b3JrZmxvd19zdGF0dXMSYQoJU3VibWl0Sm9iEiAuc2Vzc2lvbmdhdGUudjEuU3VibWl0Sm9iUmVxdWVzdBohLnNlc3Npb25nYXRlLnYxLlN1Ym1pdEpvYlJlc3BvbnNlIg/K8xgLdGFza19zdWJtaXQSVgoGUnVuSm9iEh0uc2Vzc2lvbmdhdGUudjEuUnVuSm9iUmVxdWVzdBoeLnNlc3Npb25nYXRlLnYxLlJ1bkpvYlJlc3BvbnNlIg3K8xgJdG9vbF9jYWxsEmEKCUNhbmNlbEpvYhIgLnNlc3Npb25nYXRlLnYxLkNhbmNlbEpvYlJlcXVlc3QaIS5zZXNzaW9uZ2F0ZS52MS5DYW5jZWxKb2JSZXNwb25zZSIPyvMYC3Rhc2tfc3VibWl0EmoKCFdhdGNoSm9iEh8uc2Vzc2lvbmdhdGUudjEuV2F0Y2hKb2JSZXF1ZXN0GiAuc2Vzc2lvbmdhdGUudjEuV2F0Y2hKb2JSZXNwb25zZSIZyvMYCXRvb2xfY2FsbNLzGAgIsOoBEODUAzABEmIKCExpc3RKb2JzEh8uc2Vzc2lvbmdhdGUudjEuTGlzdEpvYnNSZXF1ZXN0GiAuc2Vzc2lvbmdhdGUudjEuTGlzdEpvYnNSZXNwb25zZSITyvMYD3dvcmtmbG93X3N0YXR1cxJqCgxTdWJzY3JpYmVKb2ISIy5zZXNzaW9uZ2F0ZS52MS5TdWJzY3JpYmVKb2JSZXF1ZXN0GiQuc2Vzc2lvbmdhdGUudjEuU3Vic2NyaWJlSm9iUmVzcG9uc2UiD8rzGAt0YXNrX3N1Ym1pdGIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_timeoutprofile_v1_timeoutprofile]);
 
 /**
  * Agent is an agent a runtime offers.
@@ -89,6 +89,255 @@ export const RuntimeInfoSchema: GenMessage<RuntimeInfo> = /*@__PURE__*/
   messageDesc(file_sessiongate_v1_sessiongate, 1);
 
 /**
+ * Lease is a set of capability grants (ARCP §9.1-9.2): namespace to
+ * patterns, e.g. "fs.read" to ["/workspace/**"], "cost.budget" to
+ * ["USD:5.00"], "model.use" to ["tier-fast/*"]. The gateway passes it
+ * through unchanged; the runtime enforces it.
+ *
+ * @generated from message sessiongate.v1.Lease
+ */
+export type Lease = Message<"sessiongate.v1.Lease"> & {
+  /**
+   * Capability namespace (fs.read, fs.write, net.fetch, tool.call,
+   * agent.delegate, cost.budget, model.use, or a runtime's own) to patterns.
+   *
+   * @generated from field: map<string, sessiongate.v1.LeasePatterns> capabilities = 1;
+   */
+  capabilities: { [key: string]: LeasePatterns };
+};
+
+/**
+ * Describes the message sessiongate.v1.Lease.
+ * Use `create(LeaseSchema)` to create a new message.
+ */
+export const LeaseSchema: GenMessage<Lease> = /*@__PURE__*/
+  messageDesc(file_sessiongate_v1_sessiongate, 2);
+
+/**
+ * LeasePatterns are the patterns granted in one capability namespace.
+ *
+ * @generated from message sessiongate.v1.LeasePatterns
+ */
+export type LeasePatterns = Message<"sessiongate.v1.LeasePatterns"> & {
+  /**
+   * Glob or amount patterns; their grammar is the namespace's.
+   *
+   * @generated from field: repeated string patterns = 1;
+   */
+  patterns: string[];
+};
+
+/**
+ * Describes the message sessiongate.v1.LeasePatterns.
+ * Use `create(LeasePatternsSchema)` to create a new message.
+ */
+export const LeasePatternsSchema: GenMessage<LeasePatterns> = /*@__PURE__*/
+  messageDesc(file_sessiongate_v1_sessiongate, 3);
+
+/**
+ * LeaseConstraints bound a lease (ARCP §9.5).
+ *
+ * @generated from message sessiongate.v1.LeaseConstraints
+ */
+export type LeaseConstraints = Message<"sessiongate.v1.LeaseConstraints"> & {
+  /**
+   * Optional on input. When the lease ends: it must be in the future, and
+   * no later than the runtime allows. Needs the lease_expires_at feature.
+   * The job then fails with LEASE_EXPIRED if it is still running.
+   *
+   * @generated from field: google.protobuf.Timestamp expires_at = 1;
+   */
+  expiresAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message sessiongate.v1.LeaseConstraints.
+ * Use `create(LeaseConstraintsSchema)` to create a new message.
+ */
+export const LeaseConstraintsSchema: GenMessage<LeaseConstraints> = /*@__PURE__*/
+  messageDesc(file_sessiongate_v1_sessiongate, 4);
+
+/**
+ * Progress is a typed progress report (ARCP §8.2.1).
+ *
+ * @generated from message sessiongate.v1.Progress
+ */
+export type Progress = Message<"sessiongate.v1.Progress"> & {
+  /**
+   * Work done so far; never negative.
+   *
+   * @generated from field: double current = 1;
+   */
+  current: number;
+
+  /**
+   * Total work, when known; absent means indeterminate.
+   *
+   * @generated from field: optional double total = 2;
+   */
+  total?: number | undefined;
+
+  /**
+   * Unit of current and total, e.g. "files".
+   *
+   * @generated from field: string units = 3;
+   */
+  units: string;
+
+  /**
+   * Human-readable status line.
+   *
+   * @generated from field: string message = 4;
+   */
+  message: string;
+};
+
+/**
+ * Describes the message sessiongate.v1.Progress.
+ * Use `create(ProgressSchema)` to create a new message.
+ */
+export const ProgressSchema: GenMessage<Progress> = /*@__PURE__*/
+  messageDesc(file_sessiongate_v1_sessiongate, 5);
+
+/**
+ * ResultChunk describes one chunk of a streamed result (ARCP §8.4). The
+ * chunk's data stays in JobEvent.body.data.
+ *
+ * @generated from message sessiongate.v1.ResultChunk
+ */
+export type ResultChunk = Message<"sessiongate.v1.ResultChunk"> & {
+  /**
+   * Identifies the assembled result; JobResult.result_id names it.
+   *
+   * @generated from field: string result_id = 1;
+   */
+  resultId: string;
+
+  /**
+   * 0-based index of the chunk within the result.
+   *
+   * @generated from field: uint64 chunk_seq = 2;
+   */
+  chunkSeq: bigint;
+
+  /**
+   * "utf8" or "base64": how body.data is encoded.
+   *
+   * @generated from field: string encoding = 3;
+   */
+  encoding: string;
+
+  /**
+   * Whether more chunks follow.
+   *
+   * @generated from field: bool more = 4;
+   */
+  more: boolean;
+};
+
+/**
+ * Describes the message sessiongate.v1.ResultChunk.
+ * Use `create(ResultChunkSchema)` to create a new message.
+ */
+export const ResultChunkSchema: GenMessage<ResultChunk> = /*@__PURE__*/
+  messageDesc(file_sessiongate_v1_sessiongate, 6);
+
+/**
+ * Job is a job as the runtime describes it in session.list_jobs (§6.6) and
+ * job.subscribed (§7.6). Every field is output only.
+ *
+ * @generated from message sessiongate.v1.Job
+ */
+export type Job = Message<"sessiongate.v1.Job"> & {
+  /**
+   * The runtime's job id.
+   *
+   * @generated from field: string job_id = 1;
+   */
+  jobId: string;
+
+  /**
+   * The resolved agent, "name@version".
+   *
+   * @generated from field: string agent = 2;
+   */
+  agent: string;
+
+  /**
+   * Where the job stands.
+   *
+   * @generated from field: sessiongate.v1.JobState state = 3;
+   */
+  state: JobState;
+
+  /**
+   * The runtime's status string as sent (for states this API does not
+   * know yet).
+   *
+   * @generated from field: string raw_status = 4;
+   */
+  rawStatus: string;
+
+  /**
+   * The effective lease.
+   *
+   * @generated from field: sessiongate.v1.Lease lease = 5;
+   */
+  lease?: Lease | undefined;
+
+  /**
+   * The lease's constraints, when it has any.
+   *
+   * @generated from field: sessiongate.v1.LeaseConstraints lease_constraints = 6;
+   */
+  leaseConstraints?: LeaseConstraints | undefined;
+
+  /**
+   * Budget counters per currency, when the lease has cost.budget (current
+   * values in SubscribeJob; as listed in ListJobs).
+   *
+   * @generated from field: map<string, double> budget = 7;
+   */
+  budget: { [key: string]: number };
+
+  /**
+   * The job that delegated this one, if any.
+   *
+   * @generated from field: string parent_job_id = 8;
+   */
+  parentJobId: string;
+
+  /**
+   * When the job was created.
+   *
+   * @generated from field: google.protobuf.Timestamp create_time = 9;
+   */
+  createTime?: Timestamp | undefined;
+
+  /**
+   * The job's W3C trace id (32 lowercase hex characters).
+   *
+   * @generated from field: string trace_id = 10;
+   */
+  traceId: string;
+
+  /**
+   * The highest event_seq of the job (in the numbering of the session that
+   * lists it), when the runtime says.
+   *
+   * @generated from field: uint64 last_event_seq = 11;
+   */
+  lastEventSeq: bigint;
+};
+
+/**
+ * Describes the message sessiongate.v1.Job.
+ * Use `create(JobSchema)` to create a new message.
+ */
+export const JobSchema: GenMessage<Job> = /*@__PURE__*/
+  messageDesc(file_sessiongate_v1_sessiongate, 7);
+
+/**
  * OpenSessionRequest opens a session.
  *
  * @generated from message sessiongate.v1.OpenSessionRequest
@@ -110,7 +359,10 @@ export type OpenSessionRequest = Message<"sessiongate.v1.OpenSessionRequest"> & 
 
   /**
    * ARCP 1.1 features requested, e.g. "heartbeat", "ack", "subscribe".
-   * Empty requests the gateway's default set.
+   * Empty requests the gateway's default set (every feature the gateway
+   * implements). A known ARCP feature the gateway does not implement
+   * ("provisioned_credentials") is never requested upstream and never in
+   * effect; an unknown name is INVALID_ARGUMENT.
    *
    * @generated from field: repeated string features = 3;
    */
@@ -129,7 +381,7 @@ export type OpenSessionRequest = Message<"sessiongate.v1.OpenSessionRequest"> & 
  * Use `create(OpenSessionRequestSchema)` to create a new message.
  */
 export const OpenSessionRequestSchema: GenMessage<OpenSessionRequest> = /*@__PURE__*/
-  messageDesc(file_sessiongate_v1_sessiongate, 2);
+  messageDesc(file_sessiongate_v1_sessiongate, 8);
 
 /**
  * OpenSessionResponse describes the new session.
@@ -145,7 +397,8 @@ export type OpenSessionResponse = Message<"sessiongate.v1.OpenSessionResponse"> 
   sessionId: string;
 
   /**
-   * Features in effect (intersection of requested and offered).
+   * Features in effect: requested, implemented by the gateway and offered
+   * by the runtime. Exactly these are used on the session.
    *
    * @generated from field: repeated string features = 2;
    */
@@ -178,7 +431,7 @@ export type OpenSessionResponse = Message<"sessiongate.v1.OpenSessionResponse"> 
  * Use `create(OpenSessionResponseSchema)` to create a new message.
  */
 export const OpenSessionResponseSchema: GenMessage<OpenSessionResponse> = /*@__PURE__*/
-  messageDesc(file_sessiongate_v1_sessiongate, 3);
+  messageDesc(file_sessiongate_v1_sessiongate, 9);
 
 /**
  * GetSessionStatusRequest names a session.
@@ -199,7 +452,7 @@ export type GetSessionStatusRequest = Message<"sessiongate.v1.GetSessionStatusRe
  * Use `create(GetSessionStatusRequestSchema)` to create a new message.
  */
 export const GetSessionStatusRequestSchema: GenMessage<GetSessionStatusRequest> = /*@__PURE__*/
-  messageDesc(file_sessiongate_v1_sessiongate, 4);
+  messageDesc(file_sessiongate_v1_sessiongate, 10);
 
 /**
  * GetSessionStatusResponse reports liveness. Fields other than status and
@@ -230,7 +483,7 @@ export type GetSessionStatusResponse = Message<"sessiongate.v1.GetSessionStatusR
   runtime: string;
 
   /**
-   * Features in effect.
+   * Features in effect (as in OpenSessionResponse.features).
    *
    * @generated from field: repeated string features = 4;
    */
@@ -263,7 +516,7 @@ export type GetSessionStatusResponse = Message<"sessiongate.v1.GetSessionStatusR
  * Use `create(GetSessionStatusResponseSchema)` to create a new message.
  */
 export const GetSessionStatusResponseSchema: GenMessage<GetSessionStatusResponse> = /*@__PURE__*/
-  messageDesc(file_sessiongate_v1_sessiongate, 5);
+  messageDesc(file_sessiongate_v1_sessiongate, 11);
 
 /**
  * CloseSessionRequest names the session to close.
@@ -291,7 +544,7 @@ export type CloseSessionRequest = Message<"sessiongate.v1.CloseSessionRequest"> 
  * Use `create(CloseSessionRequestSchema)` to create a new message.
  */
 export const CloseSessionRequestSchema: GenMessage<CloseSessionRequest> = /*@__PURE__*/
-  messageDesc(file_sessiongate_v1_sessiongate, 6);
+  messageDesc(file_sessiongate_v1_sessiongate, 12);
 
 /**
  * CloseSessionResponse is empty.
@@ -306,7 +559,7 @@ export type CloseSessionResponse = Message<"sessiongate.v1.CloseSessionResponse"
  * Use `create(CloseSessionResponseSchema)` to create a new message.
  */
 export const CloseSessionResponseSchema: GenMessage<CloseSessionResponse> = /*@__PURE__*/
-  messageDesc(file_sessiongate_v1_sessiongate, 7);
+  messageDesc(file_sessiongate_v1_sessiongate, 13);
 
 /**
  * ListSessionsRequest has no fields: it lists the caller's own sessions.
@@ -321,7 +574,7 @@ export type ListSessionsRequest = Message<"sessiongate.v1.ListSessionsRequest"> 
  * Use `create(ListSessionsRequestSchema)` to create a new message.
  */
 export const ListSessionsRequestSchema: GenMessage<ListSessionsRequest> = /*@__PURE__*/
-  messageDesc(file_sessiongate_v1_sessiongate, 8);
+  messageDesc(file_sessiongate_v1_sessiongate, 14);
 
 /**
  * SessionInfo summarises one session.
@@ -370,7 +623,7 @@ export type SessionInfo = Message<"sessiongate.v1.SessionInfo"> & {
  * Use `create(SessionInfoSchema)` to create a new message.
  */
 export const SessionInfoSchema: GenMessage<SessionInfo> = /*@__PURE__*/
-  messageDesc(file_sessiongate_v1_sessiongate, 9);
+  messageDesc(file_sessiongate_v1_sessiongate, 15);
 
 /**
  * ListSessionsResponse lists the caller's sessions.
@@ -391,7 +644,7 @@ export type ListSessionsResponse = Message<"sessiongate.v1.ListSessionsResponse"
  * Use `create(ListSessionsResponseSchema)` to create a new message.
  */
 export const ListSessionsResponseSchema: GenMessage<ListSessionsResponse> = /*@__PURE__*/
-  messageDesc(file_sessiongate_v1_sessiongate, 10);
+  messageDesc(file_sessiongate_v1_sessiongate, 16);
 
 /**
  * SubmitJobRequest submits a job to a session's runtime.
@@ -434,6 +687,41 @@ export type SubmitJobRequest = Message<"sessiongate.v1.SubmitJobRequest"> & {
    * @generated from field: uint32 max_runtime_sec = 5;
    */
   maxRuntimeSec: number;
+
+  /**
+   * Optional. The agent version, when agent names none: the job runs
+   * "agent@agent_version" (needs agent_versions). Empty: the runtime's
+   * default version.
+   *
+   * @generated from field: string agent_version = 6;
+   */
+  agentVersion: string;
+
+  /**
+   * Optional. Capabilities requested for the job (ARCP lease_request,
+   * §7.1); the runtime grants them or rejects the submit
+   * (PERMISSION_DENIED beyond its limits). cost.budget needs the
+   * cost.budget feature, model.use the model.use feature.
+   *
+   * @generated from field: sessiongate.v1.Lease lease_request = 7;
+   */
+  leaseRequest?: Lease | undefined;
+
+  /**
+   * Optional. Constraints on the lease (needs lease_expires_at). A past or
+   * malformed expires_at is INVALID_ARGUMENT.
+   *
+   * @generated from field: sessiongate.v1.LeaseConstraints lease_constraints = 8;
+   */
+  leaseConstraints?: LeaseConstraints | undefined;
+
+  /**
+   * Optional. Vendor extensions put on the job.submit envelope. Every key
+   * must start with "x-vendor."; values are JSON.
+   *
+   * @generated from field: map<string, google.protobuf.Value> extensions = 9;
+   */
+  extensions: { [key: string]: Value };
 };
 
 /**
@@ -441,10 +729,10 @@ export type SubmitJobRequest = Message<"sessiongate.v1.SubmitJobRequest"> & {
  * Use `create(SubmitJobRequestSchema)` to create a new message.
  */
 export const SubmitJobRequestSchema: GenMessage<SubmitJobRequest> = /*@__PURE__*/
-  messageDesc(file_sessiongate_v1_sessiongate, 11);
+  messageDesc(file_sessiongate_v1_sessiongate, 17);
 
 /**
- * SubmitJobResponse identifies the accepted job.
+ * SubmitJobResponse identifies the accepted job. Every field is output only.
  *
  * @generated from message sessiongate.v1.SubmitJobResponse
  */
@@ -462,6 +750,49 @@ export type SubmitJobResponse = Message<"sessiongate.v1.SubmitJobResponse"> & {
    * @generated from field: google.protobuf.Timestamp accepted_at = 2;
    */
   acceptedAt?: Timestamp | undefined;
+
+  /**
+   * The resolved agent, "name@version", when the runtime says.
+   *
+   * @generated from field: string agent = 3;
+   */
+  agent: string;
+
+  /**
+   * The job's W3C trace id: the trace id of the caller's traceparent
+   * metadata, else a fresh one (see README, "Trace context").
+   *
+   * @generated from field: string trace_id = 4;
+   */
+  traceId: string;
+
+  /**
+   * The effective lease granted by the runtime.
+   *
+   * @generated from field: sessiongate.v1.Lease lease = 5;
+   */
+  lease?: Lease | undefined;
+
+  /**
+   * The lease's constraints as the runtime echoed them.
+   *
+   * @generated from field: sessiongate.v1.LeaseConstraints lease_constraints = 6;
+   */
+  leaseConstraints?: LeaseConstraints | undefined;
+
+  /**
+   * Initial budget counters per currency, when the lease has cost.budget.
+   *
+   * @generated from field: map<string, double> budget = 7;
+   */
+  budget: { [key: string]: number };
+
+  /**
+   * Vendor extensions of the job.accepted envelope ("x-vendor.*").
+   *
+   * @generated from field: map<string, google.protobuf.Value> extensions = 8;
+   */
+  extensions: { [key: string]: Value };
 };
 
 /**
@@ -469,7 +800,7 @@ export type SubmitJobResponse = Message<"sessiongate.v1.SubmitJobResponse"> & {
  * Use `create(SubmitJobResponseSchema)` to create a new message.
  */
 export const SubmitJobResponseSchema: GenMessage<SubmitJobResponse> = /*@__PURE__*/
-  messageDesc(file_sessiongate_v1_sessiongate, 12);
+  messageDesc(file_sessiongate_v1_sessiongate, 18);
 
 /**
  * RunJobRequest submits a job and waits for its result.
@@ -511,6 +842,41 @@ export type RunJobRequest = Message<"sessiongate.v1.RunJobRequest"> & {
    * @generated from field: uint32 max_runtime_sec = 5;
    */
   maxRuntimeSec: number;
+
+  /**
+   * Optional. The agent version, when agent names none: the job runs
+   * "agent@agent_version" (needs agent_versions). Empty: the runtime's
+   * default version.
+   *
+   * @generated from field: string agent_version = 6;
+   */
+  agentVersion: string;
+
+  /**
+   * Optional. Capabilities requested for the job (ARCP lease_request,
+   * §7.1); the runtime grants them or rejects the submit
+   * (PERMISSION_DENIED beyond its limits). cost.budget needs the
+   * cost.budget feature, model.use the model.use feature.
+   *
+   * @generated from field: sessiongate.v1.Lease lease_request = 7;
+   */
+  leaseRequest?: Lease | undefined;
+
+  /**
+   * Optional. Constraints on the lease (needs lease_expires_at). A past or
+   * malformed expires_at is INVALID_ARGUMENT.
+   *
+   * @generated from field: sessiongate.v1.LeaseConstraints lease_constraints = 8;
+   */
+  leaseConstraints?: LeaseConstraints | undefined;
+
+  /**
+   * Optional. Vendor extensions put on the job.submit envelope. Every key
+   * must start with "x-vendor."; values are JSON.
+   *
+   * @generated from field: map<string, google.protobuf.Value> extensions = 9;
+   */
+  extensions: { [key: string]: Value };
 };
 
 /**
@@ -518,7 +884,7 @@ export type RunJobRequest = Message<"sessiongate.v1.RunJobRequest"> & {
  * Use `create(RunJobRequestSchema)` to create a new message.
  */
 export const RunJobRequestSchema: GenMessage<RunJobRequest> = /*@__PURE__*/
-  messageDesc(file_sessiongate_v1_sessiongate, 13);
+  messageDesc(file_sessiongate_v1_sessiongate, 19);
 
 /**
  * RunJobResponse carries a successful job's result. A failed job ends the
@@ -557,6 +923,63 @@ export type RunJobResponse = Message<"sessiongate.v1.RunJobResponse"> & {
    * @generated from field: bytes raw_result = 4;
    */
   rawResult: Uint8Array;
+
+  /**
+   * The resolved agent, "name@version", when the runtime says.
+   *
+   * @generated from field: string agent = 5;
+   */
+  agent: string;
+
+  /**
+   * The job's W3C trace id (see SubmitJobResponse.trace_id).
+   *
+   * @generated from field: string trace_id = 6;
+   */
+  traceId: string;
+
+  /**
+   * The effective lease granted by the runtime.
+   *
+   * @generated from field: sessiongate.v1.Lease lease = 7;
+   */
+  lease?: Lease | undefined;
+
+  /**
+   * The lease's constraints as the runtime echoed them.
+   *
+   * @generated from field: sessiongate.v1.LeaseConstraints lease_constraints = 8;
+   */
+  leaseConstraints?: LeaseConstraints | undefined;
+
+  /**
+   * Initial budget counters, when the lease has cost.budget.
+   *
+   * @generated from field: map<string, double> budget = 9;
+   */
+  budget: { [key: string]: number };
+
+  /**
+   * Set when the result was streamed (result_chunk, §8.4): its id. result
+   * (utf8) or raw_result (bytes) then holds the assembled result.
+   *
+   * @generated from field: string result_id = 10;
+   */
+  resultId: string;
+
+  /**
+   * Size in bytes of a streamed result, as the runtime announced it.
+   *
+   * @generated from field: int64 result_size = 11;
+   */
+  resultSize: bigint;
+
+  /**
+   * Vendor extensions of the job.result envelope ("x-vendor.*").
+   *
+   * @generated from field: map<string, google.protobuf.Value> extensions = 12;
+   */
+  extensions: { [key: string]: Value };
 };
 
 /**
@@ -564,7 +987,7 @@ export type RunJobResponse = Message<"sessiongate.v1.RunJobResponse"> & {
  * Use `create(RunJobResponseSchema)` to create a new message.
  */
 export const RunJobResponseSchema: GenMessage<RunJobResponse> = /*@__PURE__*/
-  messageDesc(file_sessiongate_v1_sessiongate, 14);
+  messageDesc(file_sessiongate_v1_sessiongate, 20);
 
 /**
  * CancelJobRequest names a job to cancel.
@@ -599,7 +1022,7 @@ export type CancelJobRequest = Message<"sessiongate.v1.CancelJobRequest"> & {
  * Use `create(CancelJobRequestSchema)` to create a new message.
  */
 export const CancelJobRequestSchema: GenMessage<CancelJobRequest> = /*@__PURE__*/
-  messageDesc(file_sessiongate_v1_sessiongate, 15);
+  messageDesc(file_sessiongate_v1_sessiongate, 21);
 
 /**
  * CancelJobResponse is empty: the job ends with a CANCELLED error, visible
@@ -615,7 +1038,7 @@ export type CancelJobResponse = Message<"sessiongate.v1.CancelJobResponse"> & {
  * Use `create(CancelJobResponseSchema)` to create a new message.
  */
 export const CancelJobResponseSchema: GenMessage<CancelJobResponse> = /*@__PURE__*/
-  messageDesc(file_sessiongate_v1_sessiongate, 16);
+  messageDesc(file_sessiongate_v1_sessiongate, 22);
 
 /**
  * WatchJobRequest names a job to watch.
@@ -650,7 +1073,7 @@ export type WatchJobRequest = Message<"sessiongate.v1.WatchJobRequest"> & {
  * Use `create(WatchJobRequestSchema)` to create a new message.
  */
 export const WatchJobRequestSchema: GenMessage<WatchJobRequest> = /*@__PURE__*/
-  messageDesc(file_sessiongate_v1_sessiongate, 17);
+  messageDesc(file_sessiongate_v1_sessiongate, 23);
 
 /**
  * JobEvent is one job.event from the runtime.
@@ -688,6 +1111,22 @@ export type JobEvent = Message<"sessiongate.v1.JobEvent"> & {
    * @generated from field: bytes raw_body = 4;
    */
   rawBody: Uint8Array;
+
+  /**
+   * Set for kind "progress" when the body is a valid progress body
+   * (§8.2.1); body is still set.
+   *
+   * @generated from field: sessiongate.v1.Progress progress = 5;
+   */
+  progress?: Progress | undefined;
+
+  /**
+   * Set for kind "result_chunk": the chunk's metadata (§8.4); body is
+   * still set and holds the data.
+   *
+   * @generated from field: sessiongate.v1.ResultChunk result_chunk = 6;
+   */
+  resultChunk?: ResultChunk | undefined;
 };
 
 /**
@@ -695,7 +1134,7 @@ export type JobEvent = Message<"sessiongate.v1.JobEvent"> & {
  * Use `create(JobEventSchema)` to create a new message.
  */
 export const JobEventSchema: GenMessage<JobEvent> = /*@__PURE__*/
-  messageDesc(file_sessiongate_v1_sessiongate, 18);
+  messageDesc(file_sessiongate_v1_sessiongate, 24);
 
 /**
  * JobResult is a job's successful end.
@@ -724,6 +1163,22 @@ export type JobResult = Message<"sessiongate.v1.JobResult"> & {
    * @generated from field: bytes raw_result = 3;
    */
   rawResult: Uint8Array;
+
+  /**
+   * Set when the result was streamed in result_chunk events (§8.4): the
+   * result is the concatenation of those chunks' decoded data, in
+   * chunk_seq order; result is then unset.
+   *
+   * @generated from field: string result_id = 4;
+   */
+  resultId: string;
+
+  /**
+   * Size in bytes of the streamed result, as the runtime announced it.
+   *
+   * @generated from field: int64 result_size = 5;
+   */
+  resultSize: bigint;
 };
 
 /**
@@ -731,7 +1186,7 @@ export type JobResult = Message<"sessiongate.v1.JobResult"> & {
  * Use `create(JobResultSchema)` to create a new message.
  */
 export const JobResultSchema: GenMessage<JobResult> = /*@__PURE__*/
-  messageDesc(file_sessiongate_v1_sessiongate, 19);
+  messageDesc(file_sessiongate_v1_sessiongate, 25);
 
 /**
  * JobError is a job's unsuccessful end.
@@ -788,7 +1243,7 @@ export type JobError = Message<"sessiongate.v1.JobError"> & {
  * Use `create(JobErrorSchema)` to create a new message.
  */
 export const JobErrorSchema: GenMessage<JobError> = /*@__PURE__*/
-  messageDesc(file_sessiongate_v1_sessiongate, 20);
+  messageDesc(file_sessiongate_v1_sessiongate, 26);
 
 /**
  * WatchJobResponse is one item of a job's stream. The last item is a result
@@ -834,6 +1289,14 @@ export type WatchJobResponse = Message<"sessiongate.v1.WatchJobResponse"> & {
     value: JobError;
     case: "error";
   } | { case: undefined; value?: undefined };
+
+  /**
+   * Vendor extensions of the item's envelope ("x-vendor.*"), passed
+   * through unchanged.
+   *
+   * @generated from field: map<string, google.protobuf.Value> extensions = 5;
+   */
+  extensions: { [key: string]: Value };
 };
 
 /**
@@ -841,7 +1304,169 @@ export type WatchJobResponse = Message<"sessiongate.v1.WatchJobResponse"> & {
  * Use `create(WatchJobResponseSchema)` to create a new message.
  */
 export const WatchJobResponseSchema: GenMessage<WatchJobResponse> = /*@__PURE__*/
-  messageDesc(file_sessiongate_v1_sessiongate, 21);
+  messageDesc(file_sessiongate_v1_sessiongate, 27);
+
+/**
+ * ListJobsRequest lists a session's jobs.
+ *
+ * @generated from message sessiongate.v1.ListJobsRequest
+ */
+export type ListJobsRequest = Message<"sessiongate.v1.ListJobsRequest"> & {
+  /**
+   * Required. The session id returned by OpenSession.
+   *
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * Optional. An AIP-160 filter: comparisons joined by AND, each one of
+   *   state = RUNNING            (any JobState name without the prefix;
+   *                               several as (state = PENDING OR state = RUNNING))
+   *   agent = "echo"             (a name, or "name@version")
+   *   create_time > "2026-05-13T00:00:00Z"
+   * Any other field or operator is INVALID_ARGUMENT.
+   *
+   * @generated from field: string filter = 2;
+   */
+  filter: string;
+
+  /**
+   * Optional. Maximum jobs per page: default 50, values above 1000 are
+   * treated as 1000; negative is INVALID_ARGUMENT.
+   *
+   * @generated from field: int32 page_size = 3;
+   */
+  pageSize: number;
+
+  /**
+   * Optional. next_page_token of a previous call. It is opaque and bound to
+   * the caller, the session and the filter: one from another caller or
+   * session, or with another filter, is INVALID_ARGUMENT.
+   *
+   * @generated from field: string page_token = 4;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message sessiongate.v1.ListJobsRequest.
+ * Use `create(ListJobsRequestSchema)` to create a new message.
+ */
+export const ListJobsRequestSchema: GenMessage<ListJobsRequest> = /*@__PURE__*/
+  messageDesc(file_sessiongate_v1_sessiongate, 28);
+
+/**
+ * ListJobsResponse is one page of jobs, in acceptance order.
+ *
+ * @generated from message sessiongate.v1.ListJobsResponse
+ */
+export type ListJobsResponse = Message<"sessiongate.v1.ListJobsResponse"> & {
+  /**
+   * The jobs of this page.
+   *
+   * @generated from field: repeated sessiongate.v1.Job jobs = 1;
+   */
+  jobs: Job[];
+
+  /**
+   * Token for the next page; empty on the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message sessiongate.v1.ListJobsResponse.
+ * Use `create(ListJobsResponseSchema)` to create a new message.
+ */
+export const ListJobsResponseSchema: GenMessage<ListJobsResponse> = /*@__PURE__*/
+  messageDesc(file_sessiongate_v1_sessiongate, 29);
+
+/**
+ * SubscribeJobRequest attaches a session to a job of another session.
+ *
+ * @generated from message sessiongate.v1.SubscribeJobRequest
+ */
+export type SubscribeJobRequest = Message<"sessiongate.v1.SubscribeJobRequest"> & {
+  /**
+   * Required. The session that attaches (the observer).
+   *
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * Required. The job to attach to; it may belong to another session of
+   * the same caller on the same runtime.
+   *
+   * @generated from field: string job_id = 2;
+   */
+  jobId: string;
+
+  /**
+   * Optional. Replay the job's buffered events (the runtime's resume
+   * buffer) before live ones. Default false: live events only.
+   *
+   * @generated from field: bool history = 3;
+   */
+  history: boolean;
+
+  /**
+   * Optional, with history: replay only events with event_seq greater than
+   * this, in the numbering of the session that submitted the job (0 = all
+   * buffered). Replayed and live events are renumbered in this session's
+   * event_seq; WatchJob sees them so.
+   *
+   * @generated from field: uint64 from_event_seq = 4;
+   */
+  fromEventSeq: bigint;
+};
+
+/**
+ * Describes the message sessiongate.v1.SubscribeJobRequest.
+ * Use `create(SubscribeJobRequestSchema)` to create a new message.
+ */
+export const SubscribeJobRequestSchema: GenMessage<SubscribeJobRequest> = /*@__PURE__*/
+  messageDesc(file_sessiongate_v1_sessiongate, 30);
+
+/**
+ * SubscribeJobResponse is the job's authority descriptor (§7.6). Every
+ * field is output only.
+ *
+ * @generated from message sessiongate.v1.SubscribeJobResponse
+ */
+export type SubscribeJobResponse = Message<"sessiongate.v1.SubscribeJobResponse"> & {
+  /**
+   * The job as the runtime describes it to an observer: state, agent,
+   * lease, constraints, current budget, parent, trace id.
+   *
+   * @generated from field: sessiongate.v1.Job job = 1;
+   */
+  job?: Job | undefined;
+
+  /**
+   * The event_seq the subscription starts from, when the runtime says.
+   *
+   * @generated from field: uint64 subscribed_from = 2;
+   */
+  subscribedFrom: bigint;
+
+  /**
+   * Whether buffered history was replayed.
+   *
+   * @generated from field: bool replayed = 3;
+   */
+  replayed: boolean;
+};
+
+/**
+ * Describes the message sessiongate.v1.SubscribeJobResponse.
+ * Use `create(SubscribeJobResponseSchema)` to create a new message.
+ */
+export const SubscribeJobResponseSchema: GenMessage<SubscribeJobResponse> = /*@__PURE__*/
+  messageDesc(file_sessiongate_v1_sessiongate, 31);
 
 /**
  * SessionStatus is the answer of the liveness probe.
@@ -914,6 +1539,67 @@ export enum SessionPhase {
  */
 export const SessionPhaseSchema: GenEnum<SessionPhase> = /*@__PURE__*/
   enumDesc(file_sessiongate_v1_sessiongate, 1);
+
+/**
+ * JobState is where a job stands (ARCP status / final_status).
+ *
+ * @generated from enum sessiongate.v1.JobState
+ */
+export enum JobState {
+  /**
+   * @generated from enum value: JOB_STATE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Accepted, not yet running ("pending").
+   *
+   * @generated from enum value: JOB_STATE_PENDING = 1;
+   */
+  PENDING = 1,
+
+  /**
+   * Running ("running").
+   *
+   * @generated from enum value: JOB_STATE_RUNNING = 2;
+   */
+  RUNNING = 2,
+
+  /**
+   * Ended with a result ("success").
+   *
+   * @generated from enum value: JOB_STATE_SUCCEEDED = 3;
+   */
+  SUCCEEDED = 3,
+
+  /**
+   * Ended with an error ("error"), including LEASE_EXPIRED and
+   * BUDGET_EXHAUSTED.
+   *
+   * @generated from enum value: JOB_STATE_FAILED = 4;
+   */
+  FAILED = 4,
+
+  /**
+   * Cancelled ("cancelled").
+   *
+   * @generated from enum value: JOB_STATE_CANCELLED = 5;
+   */
+  CANCELLED = 5,
+
+  /**
+   * Ran past its max_runtime_sec ("timed_out").
+   *
+   * @generated from enum value: JOB_STATE_TIMED_OUT = 6;
+   */
+  TIMED_OUT = 6,
+}
+
+/**
+ * Describes the enum sessiongate.v1.JobState.
+ */
+export const JobStateSchema: GenEnum<JobState> = /*@__PURE__*/
+  enumDesc(file_sessiongate_v1_sessiongate, 2);
 
 /**
  * SessionGateway opens sessions on ARCP runtimes and runs jobs through them.
@@ -1004,6 +1690,32 @@ export const SessionGateway: GenService<{
     methodKind: "server_streaming";
     input: typeof WatchJobRequestSchema;
     output: typeof WatchJobResponseSchema;
+  },
+  /**
+   * ListJobs lists the jobs the session's runtime reports for the session
+   * (ARCP session.list_jobs, §6.6), a page at a time (AIP-132, AIP-158,
+   * AIP-160). Needs the list_jobs feature (FAILED_PRECONDITION otherwise).
+   *
+   * @generated from rpc sessiongate.v1.SessionGateway.ListJobs
+   */
+  listJobs: {
+    methodKind: "unary";
+    input: typeof ListJobsRequestSchema;
+    output: typeof ListJobsResponseSchema;
+  },
+  /**
+   * SubscribeJob attaches the session to a job submitted through another
+   * session of the same caller (ARCP job.subscribe, §7.6-7.7), optionally
+   * with the job's buffered history. Afterwards WatchJob works for the job
+   * in this session; CancelJob does not (a subscriber only observes). Needs
+   * the subscribe feature (FAILED_PRECONDITION otherwise).
+   *
+   * @generated from rpc sessiongate.v1.SessionGateway.SubscribeJob
+   */
+  subscribeJob: {
+    methodKind: "unary";
+    input: typeof SubscribeJobRequestSchema;
+    output: typeof SubscribeJobResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_sessiongate_v1_sessiongate, 0);

@@ -157,8 +157,11 @@ class Gateway:
     a channel you own (then ``retry`` and ``options`` are yours to set).
 
     The published retry policy (:func:`retry_service_config`) is applied unless
-    ``retry=False``. Use the gateway as a context manager, or call
-    :meth:`close`. A Gateway may be shared by threads.
+    ``retry=False``. It retries DEADLINE_EXCEEDED, so an answer the gateway
+    gave just before your own deadline may be retried and end as a bare
+    :class:`~sessiongate.DeadlineExceededError`; turn it off to get the
+    timeout details every time (see README, "Retries"). Use the gateway as a
+    context manager, or call :meth:`close`. A Gateway may be shared by threads.
     """
 
     def __init__(

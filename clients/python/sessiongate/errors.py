@@ -16,7 +16,12 @@ from typing import Dict, Mapping, Optional, Type
 
 import grpc
 
-from ._gen.google.rpc import error_details_pb2, status_pb2
+try:
+    # googleapis-common-protos, when installed: its google.rpc files and ours
+    # cannot both be in protobuf's default descriptor pool.
+    from google.rpc import error_details_pb2, status_pb2  # type: ignore[import-not-found]
+except ImportError:
+    from ._gen.google.rpc import error_details_pb2, status_pb2
 from ._gen.timeoutprofile.v1 import timeoutprofile_pb2
 
 __all__ = [

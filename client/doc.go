@@ -41,7 +41,10 @@
 // New applies the published retry policy (timeoutprofile.RetryServiceConfig
 // with its defaults: DEADLINE_EXCEEDED and UNAVAILABLE, three attempts, a
 // retry budget) as the channel's default service config, unless WithoutRetry
-// is given.
+// is given. Because it retries DEADLINE_EXCEEDED, an answer the gateway gave
+// just before the context's deadline may be retried and end as a bare
+// DEADLINE_EXCEEDED without details; WithoutRetry gets the details every
+// time (see README, "Retries").
 //
 // # Concurrency and shutdown
 //

@@ -75,7 +75,12 @@ export interface GatewayOptions {
   credentials?: grpc.ChannelCredentials;
   /** A caller token, sent as "authorization: Bearer <token>". */
   token?: string;
-  /** Apply the published retry policy (retryServiceConfig); default true. */
+  /**
+   * Apply the published retry policy (retryServiceConfig); default true. It
+   * retries DEADLINE_EXCEEDED, so an answer the gateway gave just before your
+   * own deadline may be retried and end as a bare DeadlineExceededError;
+   * false gets the timeout details every time (see README, "Retries").
+   */
   retry?: boolean;
   /** More grpc-js channel options. */
   channelOptions?: grpc.ChannelOptions;

@@ -227,10 +227,13 @@ func TestProbesDoNotResetIdleClock(t *testing.T) {
 	h := newHarness(t, harnessOpts{config: func(c *Config) { c.IdleTimeout = idle }})
 	ctx := ctxT(t, 30*time.Second)
 	id := h.open(t, ctx)
+	// The server stamps the last use when the call ends there, which is
+	// after it was sent and before its answer arrives here: measuring from
+	// the send is the bound that cannot be early.
+	lastCall := time.Now()
 	if _, err := h.client.RunJob(ctx, &sessiongatev1.RunJobRequest{SessionId: id, Agent: "echo", Input: structpb.NewNullValue()}); err != nil {
 		t.Fatal(err)
 	}
-	lastCall := time.Now()
 	for probes := 0; ; probes++ {
 		st, err := h.client.GetSessionStatus(ctx, &sessiongatev1.GetSessionStatusRequest{SessionId: id})
 		if err != nil {

@@ -34,6 +34,7 @@ var counterMetrics = map[string]counterMetric{
 	"BarrierTimeouts":    {"barrier_timeouts", "Reconciliation barriers the runtime left unanswered (the transport was dropped)."},
 	"ReconciledByList":   {"reconciled_by_list", "Submits lost with a transport and found by trace id in a list_jobs answer."},
 	"BudgetTrims":        {"budget_trims", "Times the retained-bytes budget refused a session more and its job logs were trimmed."},
+	"CaughtUpRetries":    {"caught_up_retries", "Resumes refused with nothing to replay (TS SDK) and retried from one event earlier."},
 	"MalformedFrames":    {"malformed_frames", "Upstream frames dropped as malformed (undecodable envelope or payload, wrong session_id)."},
 	"OversizeFrames":     {"oversize_frames", "Upstream frames over the frame size cap (the transport is dropped and resumed)."},
 	"BinaryFrames":       {"binary_frames", "Upstream binary frames ignored."},

@@ -23,12 +23,26 @@ import (
 // to the wrong caller. It runs with the pure FIFO (no trace ids on submits)
 // and with the trace-id check.
 func TestPipelinedSubmitsNoMisdelivery(t *testing.T) {
-	for _, mode := range []struct {
+	for _, d := range arcpruntime.Dialects {
+		for _, mode := range []struct {
+			name    string
+			noTrace bool
+		}{{"fifo_only", true}, {"trace_checked", false}} {
+			t.Run(d.Name+"/"+mode.name, func(t *testing.T) {
+				testPipelinedSubmits(t, d.Dialect, mode.name, mode.noTrace)
+			})
+		}
+	}
+}
+
+func testPipelinedSubmits(t *testing.T, dialect arcpruntime.Dialect, modeName string, noTrace bool) {
+	mode := struct {
 		name    string
 		noTrace bool
-	}{{"fifo_only", true}, {"trace_checked", false}} {
-		t.Run(mode.name, func(t *testing.T) {
-			srv := runtimeServer(t, arcpruntime.Options{MaxConcurrentJobs: 5000})
+	}{modeName, noTrace}
+	{
+		{
+			srv := runtimeServer(t, arcpruntime.Options{MaxConcurrentJobs: 5000, Dialect: dialect})
 			rt := srv.Runtime()
 			cfg := baseConfig(srv.URL())
 			cfg.MaxLiveJobs = 5000
@@ -148,7 +162,7 @@ func TestPipelinedSubmitsNoMisdelivery(t *testing.T) {
 			}
 			t.Logf("%s: answered %d, gave up %d (of which %d were sent and became orphans, all cancelled upstream); late answers %d",
 				mode.name, answered, gaveUp, len(orphans), ctr.LateAnswers.Load())
-		})
+		}
 	}
 }
 

@@ -28,11 +28,12 @@ type Counters struct {
 	ControlDrops       atomic.Uint64 // own control frames (pongs, orphan cancels) dropped at the queue cap
 
 	// Transport.
-	Reconnects     atomic.Uint64 // reconnect attempts
-	Resumes        atomic.Uint64 // successful resumes
-	ResumeFailures atomic.Uint64 // sessions lost because resume failed
-	HeartbeatLost  atomic.Uint64 // transports dropped for missing heartbeats
-	FIFOStalls     atomic.Uint64 // transports dropped because the runtime left a tombstoned submit unanswered past its TTL
+	Reconnects      atomic.Uint64 // reconnect attempts
+	Resumes         atomic.Uint64 // successful resumes
+	ResumeFailures  atomic.Uint64 // sessions lost because resume failed
+	HeartbeatLost   atomic.Uint64 // transports dropped for missing heartbeats
+	CaughtUpRetries atomic.Uint64 // resumes refused with nothing to replay and retried from one event earlier
+	FIFOStalls      atomic.Uint64 // transports dropped because the runtime left a tombstoned submit unanswered past its TTL
 
 	// Tombstones and orphans.
 	TombstonesInserted atomic.Uint64

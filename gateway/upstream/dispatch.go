@@ -254,6 +254,8 @@ func (c *Conn) onAcceptedLocked(t *transport, env *arcp.Envelope) {
 	if trace == "" {
 		trace = env.TraceID
 	}
+	acc.TraceID = trace             // carried to the caller
+	acc.Extensions = env.Extensions // carried to the caller
 	c.curAccept = &acc
 	c.core.Accepted(acc.JobID, trace, time.Now())
 	c.applyLocked(t)
@@ -359,7 +361,7 @@ func (c *Conn) deliverSeqLocked(env *arcp.Envelope, size int, now time.Time) {
 		c.onCancelledLocked(env)
 		return
 	}
-	it := Item{Seq: env.EventSeq}
+	it := Item{Seq: env.EventSeq, Extensions: env.Extensions}
 	switch env.Type {
 	case arcp.TypeEvent:
 		ev, err := arcp.DecodePayload[arcp.Event](env)
@@ -528,6 +530,7 @@ func (c *Conn) onSubscribedLocked(t *transport, env *arcp.Envelope) {
 		return
 	}
 	delete(c.pending, r.id)
+	r.subd = p
 	c.finishRequestLocked(r, nil)
 }
 

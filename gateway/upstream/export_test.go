@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/sessiongate/sessiongate/gateway/arcp"
@@ -18,6 +19,7 @@ type Knobs struct {
 	PressureGrace  time.Duration
 	AckBatch       uint64
 	NoTraceIDs     bool
+	NoAutoKeys     bool
 }
 
 func SetKnobs(cfg *Config, k Knobs) {
@@ -28,6 +30,7 @@ func SetKnobs(cfg *Config, k Knobs) {
 		pressureGrace:  k.PressureGrace,
 		ackBatch:       k.AckBatch,
 		noTraceIDs:     k.NoTraceIDs,
+		noAutoKeys:     k.NoAutoKeys,
 	}
 }
 
@@ -105,4 +108,14 @@ func (c *Conn) HeadTombstone() (time.Time, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.core.HeadTombstone()
+}
+
+// HeartbeatIntervalOf is the interval a welcome with the millisecond
+// extension ext (raw JSON, "" for none) and heartbeat_interval_sec sec gives.
+func HeartbeatIntervalOf(ext string, sec int) time.Duration {
+	env := &arcp.Envelope{}
+	if ext != "" {
+		env.Extensions = map[string]json.RawMessage{HeartbeatIntervalMSExtension: json.RawMessage(ext)}
+	}
+	return heartbeatInterval(env, &arcp.Welcome{HeartbeatIntervalSec: sec})
 }

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"slices"
 	"sort"
@@ -21,6 +22,9 @@ type Terminal struct {
 	// or more than MaxResultBytes).
 	Assembled   *Assembled
 	AssemblyErr error
+	// Extensions are the terminal envelope's extensions (shared: do not
+	// modify).
+	Extensions map[string]json.RawMessage
 }
 
 // Assembled is a result streamed in result_chunk events.
@@ -37,6 +41,9 @@ type Item struct {
 	Event  *arcp.Event
 	Result *arcp.Result
 	Error  *arcp.JobError
+	// Extensions are the envelope's extensions, as received (shared: do not
+	// modify).
+	Extensions map[string]json.RawMessage
 }
 
 func (it *Item) terminal() bool { return it.Result != nil || it.Error != nil }
@@ -490,7 +497,7 @@ func (c *Conn) Wait(ctx context.Context, jobID string) (Terminal, error) {
 	}
 	for {
 		if t := j.term; t != nil {
-			term := Terminal{Seq: t.Seq, Result: t.Result, Error: t.Error}
+			term := Terminal{Seq: t.Seq, Result: t.Result, Error: t.Error, Extensions: t.Extensions}
 			term.Assembled, term.AssemblyErr = j.chunks.assembled(t.Result)
 			return term, nil
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -57,6 +58,7 @@ type request struct {
 	// Answer.
 	acc  arcp.Accepted
 	jobs arcp.Jobs
+	subd arcp.Subscribed // subscribe: the job.subscribed payload
 	err  error
 }
 
@@ -182,14 +184,24 @@ func (c *Conn) withDefaultTimeout(ctx context.Context) (context.Context, context
 
 // encodeRequest builds a caller's request for typ.
 func (c *Conn) encodeRequest(kind reqKind, typ, jobID string, payload any) (*request, error) {
+	return c.encodeRequestWith(kind, typ, jobID, payload, SubmitOptions{})
+}
+
+// encodeRequestWith is encodeRequest with a submit's options: the caller's
+// trace id (a fresh one when empty) and envelope extensions.
+func (c *Conn) encodeRequestWith(kind reqKind, typ, jobID string, payload any, opts SubmitOptions) (*request, error) {
 	env, err := arcp.New(typ, c.sessionID, payload)
 	if err != nil {
 		return nil, err
 	}
 	env.JobID = jobID
+	env.Extensions = opts.Extensions
 	r := newRequest(kind, env)
 	if kind == kindSubmit && !c.cfg.knobs.noTraceIDs {
-		r.traceID = newTraceID()
+		r.traceID = opts.TraceID
+		if r.traceID == "" {
+			r.traceID = newTraceID()
+		}
 		env.TraceID = r.traceID
 	}
 	if r.frame, err = arcp.Encode(env); err != nil {
@@ -300,12 +312,33 @@ func (c *Conn) wireKey(callerKey string) (key string, own bool) {
 // idempotency key, which makes the runtime answer with the job it already
 // created, if any). One not yet sent waits for the resumed transport.
 func (c *Conn) Submit(ctx context.Context, s arcp.Submit) (arcp.Accepted, error) {
+	return c.SubmitWith(ctx, s, SubmitOptions{})
+}
+
+// SubmitOptions are a submit's envelope fields besides its payload.
+type SubmitOptions struct {
+	// TraceID is the job's W3C trace id (32 lowercase hex characters, see
+	// arcp.ValidTraceID); empty means a fresh random one. Callers may share
+	// one trace id across jobs: accepts are matched by trace id only when
+	// it is unique among the waiting submits.
+	TraceID string
+	// Extensions are put on the job.submit envelope ("x-vendor.*" keys).
+	Extensions map[string]json.RawMessage
+}
+
+// SubmitWith is Submit with envelope options. The accepted job's trace id
+// is in the answer's TraceID (the runtime's, else the envelope's), and the
+// job.accepted envelope's extensions in its Extensions.
+func (c *Conn) SubmitWith(ctx context.Context, s arcp.Submit, opts SubmitOptions) (arcp.Accepted, error) {
+	if opts.TraceID != "" && !arcp.ValidTraceID(opts.TraceID) {
+		return arcp.Accepted{}, errorf("submit: trace id %q is not 32 lowercase hex characters", opts.TraceID)
+	}
 	start := time.Now()
 	ctx, cancel := c.withDefaultTimeout(ctx)
 	defer cancel()
 	key, own := c.wireKey(s.IdempotencyKey)
 	s.IdempotencyKey = key
-	r, err := c.encodeRequest(kindSubmit, arcp.TypeSubmit, "", s)
+	r, err := c.encodeRequestWith(kindSubmit, arcp.TypeSubmit, "", s, opts)
 	if err != nil {
 		return arcp.Accepted{}, err
 	}
@@ -368,23 +401,33 @@ func (c *Conn) ListJobs(ctx context.Context, q arcp.ListJobs) (arcp.Jobs, error)
 // this session's event_seq. Subscribing to a job this connection already
 // knows returns at once.
 func (c *Conn) Subscribe(ctx context.Context, jobID string, fromSeq uint64) error {
+	_, err := c.SubscribeJob(ctx, arcp.Subscribe{JobID: jobID, FromEventSeq: fromSeq, History: true})
+	return err
+}
+
+// SubscribeJob is Subscribe with the whole job.subscribe payload (history
+// may be false: live events only), returning the job.subscribed payload,
+// the job's authority descriptor (§7.6). For a job this connection already
+// knows nothing is sent and the answer holds only JobID.
+func (c *Conn) SubscribeJob(ctx context.Context, sub arcp.Subscribe) (arcp.Subscribed, error) {
+	jobID := sub.JobID
 	if !c.feat.subscribe {
-		return fmt.Errorf("%w: subscribe", ErrFeatureNotNegotiated)
+		return arcp.Subscribed{}, fmt.Errorf("%w: subscribe", ErrFeatureNotNegotiated)
 	}
 	if jobID == "" {
-		return ErrUnknownJob
+		return arcp.Subscribed{}, ErrUnknownJob
 	}
+	known := arcp.Subscribed{JobID: jobID}
 	ctx, cancel := c.withDefaultTimeout(ctx)
 	defer cancel()
-	r, err := c.encodeRequest(kindSubscribe, arcp.TypeSubscribe, "",
-		arcp.Subscribe{JobID: jobID, FromEventSeq: fromSeq, History: true})
+	r, err := c.encodeRequest(kindSubscribe, arcp.TypeSubscribe, "", sub)
 	if err != nil {
-		return err
+		return arcp.Subscribed{}, err
 	}
 	c.mu.Lock()
 	if _, ok := c.jobs[jobID]; ok {
 		c.mu.Unlock()
-		return nil
+		return known, nil
 	}
 	err = c.enqueueLocked(ctx, r, func() error {
 		if _, ok := c.jobs[jobID]; ok {
@@ -397,11 +440,11 @@ func (c *Conn) Subscribe(ctx context.Context, jobID string, fromSeq uint64) erro
 	})
 	if errors.Is(err, errAlreadyKnown) {
 		c.mu.Unlock()
-		return nil
+		return known, nil
 	}
 	if err != nil {
 		c.mu.Unlock()
-		return err
+		return arcp.Subscribed{}, err
 	}
 	// Register the job now: its events may follow job.subscribed at once.
 	j := c.addJobLocked(jobID)
@@ -421,7 +464,10 @@ func (c *Conn) Subscribe(ctx context.Context, jobID string, fromSeq uint64) erro
 		if r.err != nil && len(j.items) == 0 && j.base == 0 && j.term == nil {
 			c.removeJobLocked(j)
 		}
-		return r.err
+		if r.err != nil {
+			return arcp.Subscribed{}, r.err
+		}
+		return r.subd, nil
 	}
 	// Gave up. If the subscribe was sent the runtime may attach the job, so
 	// the record stays (its events are retained under the usual caps); a
@@ -432,7 +478,7 @@ func (c *Conn) Subscribe(ctx context.Context, jobID string, fromSeq uint64) erro
 	if wasQueued {
 		c.removeJobLocked(j)
 	}
-	return c.gaveUpErrLocked(ctx)
+	return arcp.Subscribed{}, c.gaveUpErrLocked(ctx)
 }
 
 var errAlreadyKnown = errors.New("upstream: job already known")

@@ -322,6 +322,17 @@ func (c *Conn) reconnect(cause error) *transport {
 		resume := &arcp.Resume{SessionID: c.sessionID, ResumeToken: c.resumeToken, LastEventSeq: c.lastSeq.Load()}
 		c.mu.Unlock()
 		hs, err := c.handshake(c.closeCtx, resume)
+		var refused *arcp.Error
+		if errors.As(err, &refused) && refused.Code == arcp.CodeResumeWindowExpired && resume.LastEventSeq > 0 {
+			// The TS SDK refuses a resume that has nothing to replay
+			// (against §6.3). The newest event is never acked, so the
+			// runtime still holds it: ask for it again; the sequencer
+			// drops the duplicate. A runtime that really lost the
+			// session refuses this too.
+			c.ctr.CaughtUpRetries.Add(1)
+			resume.LastEventSeq--
+			hs, err = c.handshake(c.closeCtx, resume)
+		}
 		if err == nil && hs.sessionID != c.sessionID {
 			hs.ws.CloseNow()
 			err = &arcp.Error{Code: arcp.CodeResumeWindowExpired, Message: "the runtime answered the resume with another session"}

@@ -248,7 +248,9 @@ func (c *Conn) takeBatch(t *transport, batch [][]byte) [][]byte {
 	clear(c.ctrl)
 	c.ctrl = c.ctrl[:0]
 	if c.ackWanted && c.feat.ack && !c.ackPaused {
-		seq := c.lastSeq.Load()
+		// The newest event is never acked: the runtime keeps it, so a
+		// resume always has something to replay (see reconnect).
+		seq := max(c.lastSeq.Load(), 1) - 1
 		if c.cfg.AckLimited {
 			seq = min(seq, c.ackLimit)
 		}

@@ -387,6 +387,12 @@ func (c *Core) Accepted(job, trace string, now time.Time) {
 		if e != c.front() {
 			c.ctr.OrderViolations++
 		}
+		if r := c.jobs[job]; r != nil && (r.key == "" || r.key != e.key) && c.cfg.brokenRule != "no-key-check" {
+			// Its own answer, but with another submit's job id.
+			c.ctr.JobIDReused++
+			c.fail(e, ErrJobIDReused)
+			return
+		}
 		c.bind(e, job)
 		return
 	}

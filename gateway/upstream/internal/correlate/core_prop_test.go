@@ -51,6 +51,7 @@ var dialects = []dialect{
 	{name: "own-trace-no-list", ownTrace: true, late: true, lossyAnswer: true},
 	{name: "no-echo-no-list-positional", reject: 1, late: true, lossyAnswer: true},
 	{name: "reuse-live-ids", echo: false, reuseLive: true, listJobs: true, lossyAnswer: true},
+	{name: "reuse-live-ids-echo", echo: true, reuseLive: true, listJobs: true, listTrace: true, lossyAnswer: true},
 }
 
 type frameKind uint8
@@ -336,7 +337,11 @@ func (s *sim) rtAnswer() bool {
 			}
 			if len(seen) > 0 {
 				j := seen[s.rng.IntN(len(seen))]
-				s.toGW = append(s.toGW, frame{kind: aAccept, job: j})
+				tr := ""
+				if s.d.echo {
+					tr = f.trace
+				}
+				s.toGW = append(s.toGW, frame{kind: aAccept, job: j, trace: tr})
 				return true
 			}
 		}

@@ -207,17 +207,27 @@ type ListJobs struct {
 	Cursor string          `json:"cursor,omitempty"`
 }
 
-// JobInfo is an entry of session.jobs.
+// JobInfo is an entry of session.jobs (§6.6).
 type JobInfo struct {
-	JobID        string          `json:"job_id"`
-	Agent        string          `json:"agent,omitempty"`
-	Status       string          `json:"status,omitempty"`
-	AcceptedAt   string          `json:"accepted_at,omitempty"`
-	CreatedAt    string          `json:"created_at,omitempty"`
-	TraceID      string          `json:"trace_id,omitempty"`
-	Lease        json.RawMessage `json:"lease,omitempty"`
-	ParentJobID  string          `json:"parent_job_id,omitempty"`
-	LastEventSeq uint64          `json:"last_event_seq,omitempty"`
+	JobID            string          `json:"job_id"`
+	Agent            string          `json:"agent,omitempty"`
+	Status           string          `json:"status,omitempty"`
+	AcceptedAt       string          `json:"accepted_at,omitempty"`
+	CreatedAt        string          `json:"created_at,omitempty"`
+	TraceID          string          `json:"trace_id,omitempty"`
+	Lease            json.RawMessage `json:"lease,omitempty"`
+	LeaseConstraints json.RawMessage `json:"lease_constraints,omitempty"`
+	Budget           json.RawMessage `json:"budget,omitempty"`
+	ParentJobID      string          `json:"parent_job_id,omitempty"`
+	LastEventSeq     uint64          `json:"last_event_seq,omitempty"`
+}
+
+// JobFilter is the filter of session.list_jobs (§6.6); every field is
+// optional.
+type JobFilter struct {
+	Status       []string `json:"status,omitempty"`
+	Agent        string   `json:"agent,omitempty"`
+	CreatedAfter string   `json:"created_after,omitempty"`
 }
 
 // Jobs is the payload of session.jobs.
@@ -238,16 +248,131 @@ type Submit struct {
 	Input          json.RawMessage `json:"input,omitempty"`
 	IdempotencyKey string          `json:"idempotency_key,omitempty"`
 	MaxRuntimeSec  int             `json:"max_runtime_sec,omitempty"`
-	LeaseRequest   json.RawMessage `json:"lease_request,omitempty"`
+	// LeaseRequest is a JSON object: capability namespace to patterns
+	// (§9.1-9.2), e.g. {"fs.read": ["/w/**"], "cost.budget": ["USD:5.00"]}.
+	LeaseRequest json.RawMessage `json:"lease_request,omitempty"`
+	// LeaseConstraints bound the lease (§9.5; lease_expires_at).
+	LeaseConstraints *LeaseConstraints `json:"lease_constraints,omitempty"`
 }
 
-// Accepted is the payload of job.accepted.
+// LeaseConstraints are a lease's bounds (§9.5): expires_at is RFC 3339 in
+// UTC with a "Z" suffix.
+type LeaseConstraints struct {
+	ExpiresAt string `json:"expires_at,omitempty"`
+}
+
+// Accepted is the payload of job.accepted. Lease, LeaseConstraints and
+// Budget are kept raw: a runtime's odd shape there must never make the
+// accept unreadable (that would drop the transport); ParseLease,
+// ParseLeaseConstraints and ParseBudget read them. Credentials
+// (provisioned_credentials) are not decoded: the feature is never
+// negotiated.
 type Accepted struct {
-	JobID      string          `json:"job_id"`
-	Agent      string          `json:"agent,omitempty"`
-	AcceptedAt string          `json:"accepted_at"`
-	Lease      json.RawMessage `json:"lease,omitempty"`
-	TraceID    string          `json:"trace_id,omitempty"`
+	JobID            string          `json:"job_id"`
+	Agent            string          `json:"agent,omitempty"`
+	AcceptedAt       string          `json:"accepted_at"`
+	Lease            json.RawMessage `json:"lease,omitempty"`
+	LeaseConstraints json.RawMessage `json:"lease_constraints,omitempty"`
+	Budget           json.RawMessage `json:"budget,omitempty"`
+	TraceID          string          `json:"trace_id,omitempty"`
+	// Extensions are the envelope's extensions, set by the receiver (not
+	// part of the payload).
+	Extensions map[string]json.RawMessage `json:"-"`
+}
+
+// Lease is a decoded lease: capability namespace to patterns.
+type Lease map[string][]string
+
+// ParseLease reads a lease or lease_request object. Empty or null input is
+// no lease; anything else that is not {string: [string…]} is an error.
+func ParseLease(raw json.RawMessage) (Lease, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	var l Lease
+	if err := json.Unmarshal(raw, &l); err != nil {
+		return nil, fmt.Errorf("lease is not an object of string lists: %w", err)
+	}
+	return l, nil
+}
+
+// ParseLeaseConstraints reads lease_constraints. Empty or null is none.
+func ParseLeaseConstraints(raw json.RawMessage) (*LeaseConstraints, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	var c LeaseConstraints
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return nil, fmt.Errorf("lease_constraints: %w", err)
+	}
+	return &c, nil
+}
+
+// ParseBudget reads budget counters: currency to amount. Empty or null is
+// none.
+func ParseBudget(raw json.RawMessage) (map[string]float64, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	var b map[string]float64
+	if err := json.Unmarshal(raw, &b); err != nil {
+		return nil, fmt.Errorf("budget: %w", err)
+	}
+	return b, nil
+}
+
+func isNull(raw json.RawMessage) bool {
+	t := bytes.TrimSpace(raw)
+	return len(t) == 0 || bytes.Equal(t, []byte("null"))
+}
+
+// Progress is the body of a progress event (§8.2.1).
+type Progress struct {
+	Current float64  `json:"current"`
+	Total   *float64 `json:"total,omitempty"`
+	Units   string   `json:"units,omitempty"`
+	Message string   `json:"message,omitempty"`
+}
+
+// ParseProgress reads a progress body. It reports false unless the body is
+// an object whose current is a non-negative number (total, when present, a
+// number; units and message, when present, strings).
+func ParseProgress(body json.RawMessage) (Progress, bool) {
+	var w struct {
+		Current *float64 `json:"current"`
+		Total   *float64 `json:"total"`
+		Units   string   `json:"units"`
+		Message string   `json:"message"`
+	}
+	if json.Unmarshal(body, &w) != nil || w.Current == nil || *w.Current < 0 {
+		return Progress{}, false
+	}
+	return Progress{Current: *w.Current, Total: w.Total, Units: w.Units, Message: w.Message}, true
+}
+
+// ResultChunk is the body of a result_chunk event (§8.4).
+type ResultChunk struct {
+	ResultID string `json:"result_id"`
+	ChunkSeq uint64 `json:"chunk_seq"`
+	Data     string `json:"data"`
+	Encoding string `json:"encoding"`
+	More     bool   `json:"more"`
+}
+
+// ParseResultChunk reads a result_chunk body's metadata. It reports false
+// unless result_id is set and encoding is utf8 or base64.
+func ParseResultChunk(body json.RawMessage) (ResultChunk, bool) {
+	var c ResultChunk
+	if json.Unmarshal(body, &c) != nil || c.ResultID == "" || (c.Encoding != "utf8" && c.Encoding != "base64") {
+		return ResultChunk{}, false
+	}
+	return c, true
+}
+
+// ValidExtensionKey reports whether k may name an envelope extension the
+// gateway passes through: "x-vendor." and at least one more character.
+func ValidExtensionKey(k string) bool {
+	return len(k) > len(VendorPrefix) && strings.HasPrefix(k, VendorPrefix)
 }
 
 // Event is the payload of job.event. Body is kept raw: vendor kinds pass
@@ -330,9 +455,22 @@ type Subscribe struct {
 	History      bool   `json:"history,omitempty"`
 }
 
-// Subscribed is the payload of job.subscribed.
+// Subscribed is the payload of job.subscribed: the job's authority
+// descriptor for the subscriber (§7.6). Lease, LeaseConstraints and Budget
+// are raw as in Accepted.
 type Subscribed struct {
-	JobID        string `json:"job_id"`
+	JobID            string          `json:"job_id"`
+	CurrentStatus    string          `json:"current_status,omitempty"`
+	Agent            string          `json:"agent,omitempty"`
+	Lease            json.RawMessage `json:"lease,omitempty"`
+	LeaseConstraints json.RawMessage `json:"lease_constraints,omitempty"`
+	Budget           json.RawMessage `json:"budget,omitempty"`
+	ParentJobID      string          `json:"parent_job_id,omitempty"`
+	TraceID          string          `json:"trace_id,omitempty"`
+	SubscribedFrom   uint64          `json:"subscribed_from,omitempty"`
+	Replayed         bool            `json:"replayed,omitempty"`
+	// FromEventSeq echoes the request's from_event_seq (earlier versions
+	// of the reference runtime sent only this).
 	FromEventSeq uint64 `json:"from_event_seq,omitempty"`
 }
 

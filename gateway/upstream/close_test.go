@@ -169,3 +169,29 @@ func TestStatusHasNoSideEffects(t *testing.T) {
 		t.Fatalf("status %+v", last)
 	}
 }
+
+// TestCloseDuringReconnectReachesRuntime: Close while the transport is down.
+// Before: session.close was never sent and the runtime kept the session and
+// its jobs for its whole resume window. Now one bounded resume carries the
+// close.
+func TestCloseDuringReconnectReachesRuntime(t *testing.T) {
+	srv := runtimeServer(t, arcpruntime.Options{})
+	rt := srv.Runtime()
+	cfg := baseConfig(srv.URL())
+	cfg.BackoffInitial, cfg.BackoffMax = 5*time.Second, 5*time.Second
+	c := dial(t, cfg)
+	ctx := testCtx(t, 10*time.Second)
+	if _, err := c.Submit(ctx, arcp.Submit{Agent: "sleep", Input: mustJSON(t, map[string]int{"ms": 60_000})}); err != nil {
+		t.Fatal(err)
+	}
+	rt.DropTransports()
+	waitFor(ctx, t, "reconnecting", func() bool { return c.Status().State == upstream.StateReconnecting })
+	start := time.Now()
+	if err := c.CloseWithReason(ctx, "closing while reconnecting"); err != nil {
+		t.Fatalf("Close = %v, want a clean close", err)
+	}
+	if d := time.Since(start); d > 4*time.Second {
+		t.Fatalf("Close waited %v: it waited out the backoff instead of closing at once", d)
+	}
+	waitFor(ctx, t, "the runtime to forget the session", func() bool { return rt.Stats().Sessions == 0 })
+}

@@ -309,8 +309,7 @@ func (c *Conn) reconnect(cause error) *transport {
 		select {
 		case <-timer.C:
 		case <-c.closeCtx.Done():
-			c.moveTo(StateClosing)
-			c.finish(ErrClosed)
+			c.closeWhileReconnecting()
 			return nil
 		case <-c.detachCh:
 			c.finish(ErrDetached)
@@ -384,6 +383,38 @@ func (c *Conn) reconnect(cause error) *transport {
 		backoff = min(backoff*2, c.cfg.BackoffMax)
 		timer.Reset(min(jitter(backoff), deadline.Sub(now)))
 	}
+}
+
+// closeWhileReconnecting: Close was called while no transport is up. The
+// runtime would otherwise keep the session and its jobs for its whole
+// resume window, so one bounded attempt (InitTimeout, and Close's ctx) is
+// made to resume and close it properly; if that fails the session ends here
+// all the same and Close reports the unclean close.
+func (c *Conn) closeWhileReconnecting() {
+	c.moveTo(StateClosing)
+	c.mu.Lock()
+	resume := &arcp.Resume{SessionID: c.sessionID, ResumeToken: c.resumeToken, LastEventSeq: c.lastSeq.Load()}
+	c.mu.Unlock()
+	hs, err := c.handshake(c.ctx, resume)
+	if err == nil && hs.sessionID == c.sessionID {
+		if c.cfg.OnWelcome != nil {
+			c.cfg.OnWelcome(c.sessionID, hs.welcome.ResumeToken)
+		}
+		c.mu.Lock()
+		c.recordWelcomeLocked(hs)
+		t := c.newTransportLocked(hs)
+		c.mu.Unlock()
+		c.closeGracefully(t)
+		return
+	}
+	if err == nil {
+		hs.ws.CloseNow()
+		err = errorf("resumed another session")
+	}
+	c.mu.Lock()
+	c.closeResult = fmt.Errorf("upstream: close: the runtime could not be reached during a reconnect: %w", err)
+	c.mu.Unlock()
+	c.finish(ErrClosed)
 }
 
 func (c *Conn) isDetached() bool {

@@ -1,0 +1,2 @@
+// Command gateway-soak is sessiongate's fault-injection soak.
+package main

@@ -82,7 +82,11 @@ func (g *Gateway) httpStatus(w http.ResponseWriter, r *http.Request) {
 			"session id "+quoteClip(id)+" is malformed: pass the session_id returned by OpenSession", map[string]string{"field": "session_id"}))
 		return
 	}
-	resp := g.svc.status(id, caller)
+	resp, err := g.svc.statusAny(r.Context(), id, caller)
+	if err != nil {
+		writeStatus(w, http.StatusServiceUnavailable, err)
+		return
+	}
 	code := http.StatusOK
 	if resp.GetStatus() != sessiongatev1.SessionStatus_SESSION_STATUS_LIVE {
 		code = http.StatusNotFound

@@ -103,6 +103,8 @@ type Config struct {
 	Registry *prometheus.Registry
 	// Logger (default: discard).
 	Logger *slog.Logger
+	// Cluster, when set, turns cluster mode on (see ClusterConfig).
+	Cluster *ClusterConfig
 }
 
 // Defaults of Config.
@@ -191,6 +193,7 @@ type Gateway struct {
 	retained *budget.Budget
 	log      *slog.Logger
 	draining atomic.Bool
+	cluster  *clusterState // nil unless cluster mode
 
 	// endStreams is closed when Shutdown begins: infrastructure streams
 	// that no timeout profile bounds (health Watch, reflection) end then.
@@ -270,8 +273,29 @@ func New(cfg Config) (*Gateway, error) {
 			}
 			attachRetained(&uc, retained.Account(caller))
 			uc.KeyNamespace = caller
-			return upstream.Dial(ctx, uc)
+			if g.cluster == nil {
+				return upstream.Dial(ctx, uc)
+			}
+			o := g.cluster.prepare(&uc)
+			conn, err := upstream.Dial(ctx, uc)
+			if err == nil {
+				g.cluster.dialled(conn, o, caller, rt.Name)
+			}
+			return conn, err
 		},
+	}
+	if cfg.Cluster != nil {
+		cc := *cfg.Cluster
+		cc.setDefaults()
+		if err := cc.validate(); err != nil {
+			return nil, fmt.Errorf("gateway: %w", err)
+		}
+		m, err := newClusterMetrics(cfg.Registry, cc.Directory)
+		if err != nil {
+			return nil, err
+		}
+		g.cluster = newClusterState(cc, cfg.InstanceID, table, runtimes, tmpl, features, retained, cfg.Logger, m)
+		g.svc.cluster = g.cluster
 	}
 
 	srvMetrics := grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram())
@@ -296,13 +320,15 @@ func New(cfg Config) (*Gateway, error) {
 		srvMetrics.UnaryServerInterceptor(),
 		selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(logger, logOpts...), selector.MatchFunc(logged)),
 		recovery.UnaryServerInterceptor(recoveryOpt),
-		selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(g.ids.authFunc), selector.MatchFunc(authenticated)),
+		selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(g.authFunc), selector.MatchFunc(authenticated)),
+		g.clusterUnary,
 	}
 	stream := []grpc.StreamServerInterceptor{
 		srvMetrics.StreamServerInterceptor(),
 		selector.StreamServerInterceptor(logging.StreamServerInterceptor(logger, logOpts...), selector.MatchFunc(logged)),
 		recovery.StreamServerInterceptor(recoveryOpt),
-		selector.StreamServerInterceptor(auth.StreamServerInterceptor(g.ids.authFunc), selector.MatchFunc(authenticated)),
+		selector.StreamServerInterceptor(auth.StreamServerInterceptor(g.authFunc), selector.MatchFunc(authenticated)),
+		g.clusterStream,
 	}
 	enforcer, err := NewEnforcer(cfg.TimeoutProfiles, cfg.Registry, cfg.Logger)
 	if err != nil {
@@ -482,6 +508,9 @@ func (s *infraStream) SendMsg(m any) error {
 
 // Serve serves gRPC on lis until Shutdown; it returns nil after a shutdown.
 func (g *Gateway) Serve(lis net.Listener) error {
+	if g.cluster != nil {
+		g.cluster.start()
+	}
 	err := g.grpc.Serve(lis)
 	if errors.Is(err, grpc.ErrServerStopped) {
 		return nil
@@ -513,6 +542,11 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.draining.Store(true)
 	g.health.Shutdown() // every service NOT_SERVING, Watch streams told
 	g.endStreamsOnce.Do(func() { close(g.endStreams) })
+	if g.cluster != nil {
+		// Cluster mode: hand the sessions off instead of closing them.
+		g.cluster.handoff(ctx)
+		defer g.cluster.close()
+	}
 	drainErr := g.table.Drain(ctx)
 	stopped := make(chan struct{})
 	go func() { g.grpc.GracefulStop(); close(stopped) }()

@@ -61,6 +61,8 @@ type service struct {
 	watchers map[watchKey]int // guarded by mu: WatchJob streams per job
 
 	watchEnded func(error) // test hook, set before serving: runs when a WatchJob handler returns
+
+	cluster *clusterState // set by New in cluster mode (see cluster_status.go)
 }
 
 type watchKey struct {
@@ -173,7 +175,7 @@ func (s *service) GetSessionStatus(ctx context.Context, req *sessiongatev1.GetSe
 	if err := checkSessionID(req.GetSessionId()); err != nil {
 		return nil, err
 	}
-	return s.status(req.GetSessionId(), callerFrom(ctx)), nil
+	return s.statusAny(ctx, req.GetSessionId(), callerFrom(ctx))
 }
 
 // status is the probe shared by gRPC and HTTP; id must be well-formed.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sessiongate/sessiongate/gateway/arcp"
 	"github.com/sessiongate/sessiongate/gateway/budget"
+	"github.com/sessiongate/sessiongate/gateway/directory"
 	"github.com/sessiongate/sessiongate/gateway/session"
 	"github.com/sessiongate/sessiongate/gateway/upstream"
 )
@@ -214,6 +215,11 @@ func toStatus(log *slog.Logger, err error) error {
 			"the stream fell too far behind the job's events and the session's event buffer is full: watch again with from_event_seq", nil)
 	case errors.Is(err, upstream.ErrFeatureNotNegotiated):
 		return gatewayStatus(codes.FailedPrecondition, "FEATURE_NOT_NEGOTIATED", "the runtime did not negotiate the feature this call needs", nil)
+	case errors.Is(err, upstream.ErrDetached):
+		return gatewayStatus(codes.Unavailable, "SESSION_HANDED_OFF",
+			"this replica handed the session to another (draining, or the session was taken over): retry; WatchJob from your last event_seq", nil)
+	case errors.Is(err, directory.ErrUnavailable):
+		return gatewayStatus(codes.Unavailable, "DIRECTORY_UNAVAILABLE", "the cluster directory cannot be reached: "+err.Error(), nil)
 	case errors.Is(err, upstream.ErrClosed):
 		return gatewayStatus(codes.Unavailable, "SESSION_CLOSED", "the session was closed", nil)
 	}

@@ -1,0 +1,102 @@
+package server
+
+import (
+	"fmt"
+	"reflect"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sessiongate/sessiongate/gateway/directory"
+)
+
+// clusterMetrics are cluster mode's metrics (sessiongate_cluster_*).
+type clusterMetrics struct {
+	forwards       *prometheus.CounterVec // method, code
+	forwardSeconds prometheus.Histogram
+	takeovers      *prometheus.CounterVec // reason (call, sweep), result
+	handoffs       *prometheus.CounterVec // result
+	fenced         prometheus.Counter
+	forgedForwards prometheus.Counter
+	dirErrors      *prometheus.CounterVec // op
+	owned          prometheus.Gauge
+}
+
+func newClusterMetrics(reg prometheus.Registerer, d *directory.Directory) (*clusterMetrics, error) {
+	m := &clusterMetrics{
+		forwards: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sessiongate_cluster_forwards_total",
+			Help: "Calls forwarded to the replica that owns their session, by method and gRPC code."}, []string{"method", "code"}),
+		forwardSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sessiongate_cluster_forward_seconds",
+			Help: "Latency of forwarded unary calls, as seen by the forwarding replica.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
+		takeovers: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sessiongate_cluster_takeovers_total",
+			Help: "Takeovers of sessions whose owner was gone or released them, by reason (call, sweep) and result (ok, owned, not_found, error)."}, []string{"reason", "result"}),
+		handoffs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sessiongate_cluster_handoffs_total",
+			Help: "Sessions handed off (detached and released in the directory) while draining, by result."}, []string{"result"}),
+		fenced: prometheus.NewCounter(prometheus.CounterOpts{Name: "sessiongate_cluster_fenced_total",
+			Help: "Sessions dropped (detached silently) because another replica took them over."}),
+		forgedForwards: prometheus.NewCounter(prometheus.CounterOpts{Name: "sessiongate_cluster_forged_forwards_total",
+			Help: "Calls refused because their forwarding metadata had no valid cluster-secret signature."}),
+		dirErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sessiongate_cluster_directory_errors_total",
+			Help: "Directory operations of the cluster layer that failed (Redis unreachable or slow), by operation."}, []string{"op"}),
+		owned: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sessiongate_cluster_owned_sessions",
+			Help: "Sessions this replica owns in the directory."}),
+	}
+	for _, c := range []prometheus.Collector{m.forwards, m.forwardSeconds, m.takeovers, m.handoffs, m.fenced, m.forgedForwards, m.dirErrors, m.owned} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("gateway: register cluster metrics: %w", err)
+		}
+	}
+	// The directory's own counters, as sessiongate_directory_<field>_total.
+	ctr := reflect.ValueOf(d.Counters()).Elem()
+	for i := 0; i < ctr.NumField(); i++ {
+		f := ctr.Type().Field(i)
+		p, ok := ctr.Field(i).Addr().Interface().(*atomic.Uint64)
+		if !ok {
+			continue
+		}
+		name := "sessiongate_directory_" + snake(f.Name) + "_total"
+		if f.Name == "LatencyNanos" {
+			name = "sessiongate_directory_latency_seconds_total"
+			if err := reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name,
+				Help: "Sum of the latency of directory operations (divide by sessiongate_directory_ops_total for the mean)."},
+				func() float64 { return float64(p.Load()) / 1e9 })); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if err := reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name,
+			Help: "Directory counter " + f.Name + " (see gateway/directory Counters)."},
+			func() float64 { return float64(p.Load()) })); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// DirectoryObserver is a directory.Observer exporting the latency of every
+// Redis operation as sessiongate_directory_op_seconds{op,result}. Pass it
+// in directory.Config.Observer.
+type DirectoryObserver struct{ h *prometheus.HistogramVec }
+
+// NewDirectoryObserver registers the histogram on reg.
+func NewDirectoryObserver(reg prometheus.Registerer) (*DirectoryObserver, error) {
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sessiongate_directory_op_seconds",
+		Help:    "Latency of directory (Redis) operations, by operation and result (ok, error).",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}, []string{"op", "result"})
+	if err := reg.Register(h); err != nil {
+		return nil, fmt.Errorf("gateway: register directory metrics: %w", err)
+	}
+	return &DirectoryObserver{h: h}, nil
+}
+
+// ObserveOp implements directory.Observer.
+func (o *DirectoryObserver) ObserveOp(op string, took time.Duration, err error) {
+	r := "ok"
+	if err != nil {
+		r = "error"
+	}
+	o.h.WithLabelValues(op, r).Observe(took.Seconds())
+}
+
+var _ directory.Observer = (*DirectoryObserver)(nil)

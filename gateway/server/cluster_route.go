@@ -1,0 +1,550 @@
+package server
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+
+	"github.com/sessiongate/sessiongate/gateway/cluster"
+	"github.com/sessiongate/sessiongate/gateway/directory"
+	"github.com/sessiongate/sessiongate/gateway/upstream"
+	sessiongatev1 "github.com/sessiongate/sessiongate/gen/sessiongate/v1"
+)
+
+// Metadata of cluster mode.
+const (
+	// MetadataSession is the session id a caller may send as request
+	// metadata so that L7 balancers can hash on it; when present it must
+	// equal the request's session_id (else INVALID_ARGUMENT).
+	MetadataSession = "x-sessiongate-session"
+	// MetadataOwner and MetadataOwnerAddr are set in the response header
+	// and trailer of every session call in cluster mode: the instance id
+	// of the session's owner and the address it advertises, so that smart
+	// clients go direct next time.
+	MetadataOwner     = "x-sessiongate-owner"
+	MetadataOwnerAddr = "x-sessiongate-owner-addr"
+
+	// Hop headers of a forwarded call. A call carrying any of them is
+	// accepted only with a valid HMAC of the cluster secret, and is never
+	// forwarded again.
+	mdForwardedBy   = "x-sessiongate-forwarded-by"
+	mdForwardCaller = "x-sessiongate-forwarded-caller"
+	mdForwardAuth   = "x-sessiongate-forward-auth"
+
+	// forwardSkew bounds the age of a forwarded call's signature.
+	forwardSkew = 5 * time.Minute
+)
+
+// readOnlyMethods are answered on any replica, from the local table or the
+// directory, never forwarded and never triggering a takeover.
+var readOnlyMethods = map[string]bool{
+	sessiongatev1.SessionGateway_GetSessionStatus_FullMethodName: true,
+}
+
+type forwardedKey struct{}
+
+// forwardedFrom returns the peer that forwarded the call ("" if none).
+func forwardedFrom(ctx context.Context) string {
+	s, _ := ctx.Value(forwardedKey{}).(string)
+	return s
+}
+
+// authFunc authenticates a call: a forwarding peer by the HMAC of the
+// cluster secret (the caller's identity is the peer's assertion), anyone
+// else by bearer token. Forwarding metadata without a valid HMAC — or on a
+// gateway not in cluster mode — is refused: no client can pose as a peer.
+func (g *Gateway) authFunc(ctx context.Context) (context.Context, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	if len(md.Get(mdForwardedBy)) == 0 && len(md.Get(mdForwardCaller)) == 0 && len(md.Get(mdForwardAuth)) == 0 {
+		return g.ids.authFunc(ctx)
+	}
+	if g.cluster == nil {
+		return nil, status.Error(codes.Unauthenticated, "forwarding metadata (x-sessiongate-forward*) is accepted only from cluster peers")
+	}
+	caller, from, err := g.cluster.verify(ctx, md)
+	if err != nil {
+		g.cluster.m.forgedForwards.Inc()
+		return nil, status.Error(codes.Unauthenticated, "forwarding metadata refused: "+err.Error())
+	}
+	ctx = context.WithValue(ctx, callerKey{}, caller)
+	return context.WithValue(ctx, forwardedKey{}, from), nil
+}
+
+func (c *clusterState) mac(from, caller, method, ts string) []byte {
+	h := hmac.New(sha256.New, c.secret)
+	h.Write([]byte("sessiongate/forward/v1\x00" + from + "\x00" + caller + "\x00" + method + "\x00" + ts))
+	return h.Sum(nil)
+}
+
+func (c *clusterState) verify(ctx context.Context, md metadata.MD) (caller, from string, err error) {
+	one := func(k string) string {
+		if v := md.Get(k); len(v) == 1 {
+			return v[0]
+		}
+		return ""
+	}
+	from, caller = one(mdForwardedBy), one(mdForwardCaller)
+	ts, sig, _ := strings.Cut(one(mdForwardAuth), ".")
+	method, _ := grpc.Method(ctx)
+	if from == "" || caller == "" || ts == "" || sig == "" {
+		return "", "", errors.New("incomplete")
+	}
+	raw, err := hex.DecodeString(sig)
+	if err != nil || !hmac.Equal(raw, c.mac(from, caller, method, ts)) {
+		return "", "", errors.New("bad signature")
+	}
+	ms, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil {
+		return "", "", errors.New("bad timestamp")
+	}
+	if d := time.Since(time.UnixMilli(ms)); d > forwardSkew || d < -forwardSkew {
+		return "", "", errors.New("signature too old")
+	}
+	return caller, from, nil
+}
+
+// outgoing is the metadata of a forwarded call: the caller's own metadata
+// (x-timeout-ms, x-sessiongate-session, …; the deadline travels as
+// grpc-timeout) without its credentials, plus the hop headers.
+func (c *clusterState) outgoing(ctx context.Context, method, caller string) context.Context {
+	in, _ := metadata.FromIncomingContext(ctx)
+	out := make(metadata.MD, len(in)+3)
+	for k, v := range in {
+		switch {
+		case k == "authorization", k == "te", k == "content-type", k == "user-agent", strings.HasPrefix(k, ":"),
+			strings.HasPrefix(k, "grpc-"), strings.HasPrefix(k, "x-sessiongate-forward"):
+			continue
+		}
+		out[k] = v
+	}
+	ts := strconv.FormatInt(time.Now().UnixMilli(), 10)
+	out.Set(mdForwardedBy, c.self)
+	out.Set(mdForwardCaller, caller)
+	out.Set(mdForwardAuth, ts+"."+hex.EncodeToString(c.mac(c.self, caller, method, ts)))
+	return metadata.NewOutgoingContext(ctx, out)
+}
+
+// methodInfo is what the interceptors know of a method, from the protobuf
+// registry: generic, so that methods added to the service later are routed
+// too.
+type methodInfo struct {
+	in, out       protoreflect.MessageType
+	sessionField  protoreflect.FieldDescriptor // string session_id; nil: not session-scoped
+	jobField      protoreflect.FieldDescriptor // string job_id, if any
+	clientStreams bool
+	serverStreams bool
+}
+
+var methods sync.Map // full method name → *methodInfo (nil when not routable)
+
+func methodOf(full string) *methodInfo {
+	if v, ok := methods.Load(full); ok {
+		mi, _ := v.(*methodInfo)
+		return mi
+	}
+	mi := lookupMethod(full)
+	methods.Store(full, mi)
+	return mi
+}
+
+func lookupMethod(full string) *methodInfo {
+	svc, name, ok := strings.Cut(strings.TrimPrefix(full, "/"), "/")
+	if !ok {
+		return nil
+	}
+	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(svc))
+	if err != nil {
+		return nil
+	}
+	sd, ok := d.(protoreflect.ServiceDescriptor)
+	if !ok {
+		return nil
+	}
+	md := sd.Methods().ByName(protoreflect.Name(name))
+	if md == nil {
+		return nil
+	}
+	in, err1 := protoregistry.GlobalTypes.FindMessageByName(md.Input().FullName())
+	out, err2 := protoregistry.GlobalTypes.FindMessageByName(md.Output().FullName())
+	if err1 != nil || err2 != nil {
+		return nil
+	}
+	mi := &methodInfo{in: in, out: out, clientStreams: md.IsStreamingClient(), serverStreams: md.IsStreamingServer()}
+	str := func(n protoreflect.Name) protoreflect.FieldDescriptor {
+		if f := md.Input().Fields().ByName(n); f != nil && f.Kind() == protoreflect.StringKind && f.Cardinality() != protoreflect.Repeated {
+			return f
+		}
+		return nil
+	}
+	mi.sessionField, mi.jobField = str("session_id"), str("job_id")
+	if mi.sessionField == nil {
+		// Not session-scoped, but a response carrying a session id
+		// (OpenSession) is claimed; see claimFromResponse.
+		return &methodInfo{in: in, out: out, clientStreams: mi.clientStreams, serverStreams: mi.serverStreams}
+	}
+	return mi
+}
+
+func fieldString(m any, f protoreflect.FieldDescriptor) string {
+	if f == nil {
+		return ""
+	}
+	pm, ok := m.(proto.Message)
+	if !ok {
+		return ""
+	}
+	return pm.ProtoReflect().Get(f).String()
+}
+
+// checkSessionHeader compares x-sessiongate-session with the body.
+func checkSessionHeader(ctx context.Context, id string) error {
+	md, _ := metadata.FromIncomingContext(ctx)
+	for _, v := range md.Get(MetadataSession) {
+		if v != id {
+			return gatewayStatus(codes.InvalidArgument, "SESSION_METADATA_MISMATCH",
+				fmt.Sprintf("metadata %s %q does not match the request's session_id %q: send the same id in both", MetadataSession, clip(v), clip(id)),
+				map[string]string{"field": "session_id"})
+		}
+	}
+	return nil
+}
+
+// route decides what to do with a call for session id and, for a takeover,
+// carries it out. It returns the decision, the owner's address (Forward,
+// Misrouted) and the owner's instance.
+func (c *clusterState) route(ctx context.Context, id string) (cluster.Action, string, string, error) {
+	caller := callerFrom(ctx)
+	f := cluster.Facts{Self: c.self, Forwarded: forwardedFrom(ctx) != ""}
+	if sess, ok := c.table.Get(id, caller); ok && !sess.Lost() {
+		f.Local = true
+		return cluster.Route(f), "", c.self, nil
+	}
+	rec, err := c.dir.Get(ctx, id)
+	c.observe(err)
+	switch {
+	case errors.Is(err, directory.ErrNotFound):
+		f.Dir = cluster.DirNone
+	case err != nil:
+		if ctx.Err() != nil {
+			return cluster.Serve, "", "", err
+		}
+		c.m.dirErrors.WithLabelValues("get").Inc()
+		return cluster.Unavailable, "", "", err
+	default:
+		f.Dir, f.CallerMatches = cluster.DirRecord, rec.Caller == caller
+		f.Owner, f.OwnerLive, f.OwnerAddr = rec.Owner, rec.OwnerLive, rec.OwnerAddr
+	}
+	a := cluster.Route(f)
+	if a != cluster.TakeOver {
+		return a, f.OwnerAddr, f.Owner, nil
+	}
+	_, _, err = c.takeOver(id, "call")
+	var owned *directory.OwnedError
+	switch {
+	case errors.As(err, &owned):
+		if f.Forwarded {
+			return cluster.Misrouted, owned.Addr, owned.Owner, nil
+		}
+		return cluster.Forward, owned.Addr, owned.Owner, nil
+	case errors.Is(err, directory.ErrNotFound):
+		return cluster.NotFound, "", "", nil
+	case err != nil:
+		return cluster.TakeOver, "", "", err
+	}
+	return cluster.Serve, "", c.self, nil
+}
+
+// routeError is the status of a decision that does not run the handler.
+func (c *clusterState) routeError(a cluster.Action, id, owner, addr string, err error) error {
+	switch a {
+	case cluster.Unavailable:
+		return gatewayStatus(codes.Unavailable, "DIRECTORY_UNAVAILABLE",
+			"session "+id+" is not held by this replica and the cluster directory cannot be reached: "+err.Error()+"; retry, or call the session's owner",
+			map[string]string{"instance_id": c.self})
+	case cluster.Misrouted:
+		return gatewayStatus(codes.Unavailable, "NOT_OWNER",
+			fmt.Sprintf("session %s is owned by %s at %s; this forwarded call reached %s: retry, or call the owner directly", id, owner, addr, c.self),
+			map[string]string{"owner": owner, "owner_addr": addr})
+	}
+	if err != nil {
+		if _, ok := status.FromError(err); ok {
+			return err
+		}
+		return toStatus(c.log, err)
+	}
+	return nil
+}
+
+// hints are the owner metadata of a response.
+func (c *clusterState) hints(owner, addr string) metadata.MD {
+	if owner == c.self {
+		addr = c.cfg.Advertise
+	}
+	return metadata.Pairs(MetadataOwner, owner, MetadataOwnerAddr, addr)
+}
+
+// ownerHints picks the owner metadata out of a peer's response metadata.
+func ownerHints(md metadata.MD) metadata.MD {
+	out := metadata.MD{}
+	for _, k := range []string{MetadataOwner, MetadataOwnerAddr} {
+		if v := md.Get(k); len(v) > 0 {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// prepareLocal readies a session call served here: a job of a taken-over
+// session is adopted before the handler looks it up (so WatchJob resumes
+// from the caller's cursor), and the owner hint is set.
+func (c *clusterState) prepareLocal(ctx context.Context, id, jobID string) error {
+	if jobID == "" {
+		return nil
+	}
+	o := c.adoptedSession(id)
+	if o == nil {
+		return nil
+	}
+	err := o.conn.AdoptJob(ctx, jobID)
+	switch {
+	case err == nil, errors.Is(err, upstream.ErrUnknownJob):
+		return nil // the handler answers JOB_NOT_FOUND
+	case errors.Is(err, upstream.ErrSlowConsumer):
+		return gatewayStatus(codes.FailedPrecondition, "EVENTS_NOT_RETAINED",
+			"job "+clip(jobID)+" ended before this replica took the session over and its events are no longer retained", map[string]string{"job_id": jobID})
+	}
+	return toStatus(c.log, err)
+}
+
+// UnaryServerInterceptor routes session calls: checks x-sessiongate-session,
+// serves a session held here, forwards one owned elsewhere (with the caller's
+// identity, deadline and x-timeout-ms; never twice), takes over one whose
+// owner is gone, and claims sessions OpenSession created. It is generic: it
+// finds the session id of any method's request through the protobuf
+// registry.
+func (g *Gateway) clusterUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	mi := methodOf(info.FullMethod)
+	if mi == nil {
+		return handler(ctx, req)
+	}
+	c := g.cluster
+	if mi.sessionField == nil {
+		resp, err := handler(ctx, req)
+		if c != nil && err == nil {
+			if id := fieldString(resp, mi.out.Descriptor().Fields().ByName("session_id")); id != "" {
+				c.claimOpened(id, callerFrom(ctx))
+			}
+		}
+		return resp, err
+	}
+	id := fieldString(req, mi.sessionField)
+	if err := checkSessionHeader(ctx, id); err != nil {
+		return nil, err
+	}
+	if c == nil || readOnlyMethods[info.FullMethod] || !validSessionID(id) {
+		return handler(ctx, req)
+	}
+	a, addr, owner, err := c.route(ctx, id)
+	switch a {
+	case cluster.Serve, cluster.NotFound:
+		if err != nil {
+			return nil, c.routeError(a, id, owner, addr, err)
+		}
+		if a == cluster.Serve {
+			_ = grpc.SetHeader(ctx, c.hints(c.self, ""))
+			_ = grpc.SetTrailer(ctx, c.hints(c.self, ""))
+			if err := c.prepareLocal(ctx, id, fieldString(req, mi.jobField)); err != nil {
+				return nil, err
+			}
+		}
+		c.inflight.Add(1)
+		defer c.inflight.Add(-1)
+		resp, err := handler(ctx, req)
+		if err == nil && info.FullMethod == sessiongatev1.SessionGateway_CloseSession_FullMethodName {
+			c.closedByCaller(id)
+		}
+		return resp, err
+	case cluster.Forward:
+		return c.forwardUnary(ctx, info.FullMethod, mi, req, owner, addr)
+	}
+	return nil, c.routeError(a, id, owner, addr, err)
+}
+
+func validSessionID(id string) bool { return checkSessionID(id) == nil }
+
+func (c *clusterState) forwardUnary(ctx context.Context, method string, mi *methodInfo, req any, owner, addr string) (any, error) {
+	start := time.Now()
+	cc, err := c.peer(addr)
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "cannot reach session owner %s at %s: %v", owner, addr, err)
+	}
+	reply := mi.out.New().Interface()
+	var hdr, trl metadata.MD
+	err = cc.Invoke(c.outgoing(ctx, method, callerFrom(ctx)), method, req, reply, grpc.Header(&hdr), grpc.Trailer(&trl))
+	c.m.forwardSeconds.Observe(time.Since(start).Seconds())
+	h := ownerHints(hdr)
+	if len(h) == 0 {
+		h = c.hints(owner, addr)
+	}
+	_ = grpc.SetHeader(ctx, h)
+	if t := ownerHints(trl); len(t) > 0 {
+		h = t
+	}
+	_ = grpc.SetTrailer(ctx, h)
+	c.m.forwards.WithLabelValues(method, status.Code(err).String()).Inc()
+	if err != nil {
+		return nil, c.peerError(err, owner, addr)
+	}
+	return reply, nil
+}
+
+// peerError passes a status from the owner through; a failure to reach the
+// owner becomes UNAVAILABLE naming it (its lease has not expired yet: a
+// retry after the lease TTL is served by the replica that takes over).
+func (c *clusterState) peerError(err error, owner, addr string) error {
+	st := status.Convert(err)
+	if st.Code() == codes.Unavailable && len(st.Details()) == 0 {
+		return gatewayStatus(codes.Unavailable, "OWNER_UNREACHABLE",
+			fmt.Sprintf("session owner %s at %s did not answer (%s): retry; once its lease expires another replica takes the session over", owner, addr, st.Message()),
+			map[string]string{"owner": owner, "owner_addr": addr})
+	}
+	return err
+}
+
+// clusterStream is UnaryServerInterceptor for streams: it reads the first
+// request to learn the session id, then serves (replaying that message to
+// the handler) or forwards the whole stream.
+func (g *Gateway) clusterStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	mi := methodOf(info.FullMethod)
+	if mi == nil || mi.sessionField == nil {
+		return handler(srv, ss)
+	}
+	first := mi.in.New().Interface()
+	if err := ss.RecvMsg(first); err != nil {
+		if errors.Is(err, io.EOF) {
+			return status.Error(codes.InvalidArgument, "the stream ended before its request")
+		}
+		return err
+	}
+	ctx := ss.Context()
+	id := fieldString(first, mi.sessionField)
+	if err := checkSessionHeader(ctx, id); err != nil {
+		return err
+	}
+	rs := &replayStream{ServerStream: ss, first: first}
+	c := g.cluster
+	if c == nil || readOnlyMethods[info.FullMethod] || !validSessionID(id) {
+		return handler(srv, rs)
+	}
+	a, addr, owner, err := c.route(ctx, id)
+	switch a {
+	case cluster.Serve, cluster.NotFound:
+		if err != nil {
+			return c.routeError(a, id, owner, addr, err)
+		}
+		if a == cluster.Serve {
+			_ = ss.SetHeader(c.hints(c.self, ""))
+			ss.SetTrailer(c.hints(c.self, ""))
+			if err := c.prepareLocal(ctx, id, fieldString(first, mi.jobField)); err != nil {
+				return err
+			}
+		}
+		return handler(srv, rs)
+	case cluster.Forward:
+		return c.forwardStream(ss, info.FullMethod, mi, first, owner, addr)
+	}
+	return c.routeError(a, id, owner, addr, err)
+}
+
+// replayStream hands the first request, already read, to the handler.
+type replayStream struct {
+	grpc.ServerStream
+	first proto.Message
+	used  bool
+}
+
+func (r *replayStream) RecvMsg(m any) error {
+	if !r.used {
+		r.used = true
+		pm, ok := m.(proto.Message)
+		if !ok {
+			return status.Error(codes.Internal, "internal error")
+		}
+		proto.Merge(pm, r.first)
+		return nil
+	}
+	return r.ServerStream.RecvMsg(m)
+}
+
+func (c *clusterState) forwardStream(ss grpc.ServerStream, method string, mi *methodInfo, first proto.Message, owner, addr string) (err error) {
+	defer func() { c.m.forwards.WithLabelValues(method, status.Code(err).String()).Inc() }()
+	cc, err := c.peer(addr)
+	if err != nil {
+		return status.Errorf(codes.Unavailable, "cannot reach session owner %s at %s: %v", owner, addr, err)
+	}
+	ctx, cancel := context.WithCancel(ss.Context())
+	defer cancel()
+	desc := &grpc.StreamDesc{ServerStreams: mi.serverStreams, ClientStreams: mi.clientStreams}
+	cs, err := cc.NewStream(c.outgoing(ctx, method, callerFrom(ctx)), desc, method)
+	if err != nil {
+		return c.peerError(err, owner, addr)
+	}
+	if err := cs.SendMsg(first); err != nil && !errors.Is(err, io.EOF) {
+		return c.peerError(err, owner, addr)
+	}
+	if mi.clientStreams {
+		// The pump ends when the caller half-closes or the stream ends
+		// (which this handler's return brings about): grpc-go then fails
+		// the blocked RecvMsg.
+		go func() {
+			for {
+				m := mi.in.New().Interface()
+				if err := ss.RecvMsg(m); err != nil {
+					_ = cs.CloseSend()
+					return
+				}
+				if err := cs.SendMsg(m); err != nil {
+					return
+				}
+			}
+		}()
+	} else if err := cs.CloseSend(); err != nil {
+		return c.peerError(err, owner, addr)
+	}
+	if hdr, err := cs.Header(); err == nil {
+		h := ownerHints(hdr)
+		if len(h) == 0 {
+			h = c.hints(owner, addr)
+		}
+		_ = ss.SetHeader(h)
+	}
+	for {
+		m := mi.out.New().Interface()
+		if err := cs.RecvMsg(m); err != nil {
+			ss.SetTrailer(ownerHints(cs.Trailer()))
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return c.peerError(err, owner, addr)
+		}
+		if err := ss.SendMsg(m); err != nil {
+			return err
+		}
+	}
+}

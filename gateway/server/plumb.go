@@ -11,7 +11,6 @@ import (
 // result once delivered to RunJob, an event log when trimmed or expired). A
 // refused reservation surfaces as a *budget.ExceededError, which toStatus
 // maps to RESOURCE_EXHAUSTED naming the budget.
-//
 func attachRetained(uc *upstream.Config, acct budget.Account) {
 	uc.RetainedBytes = acct
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -230,11 +231,18 @@ func (t *transport) submit(env *arcp.Envelope, late bool) (abandoned bool) {
 	}
 	r.mu.Lock()
 	aenv := agentEnv{dialect: d}
+	var features map[string]bool
 	if t.sess != nil {
 		aenv.progress = t.sess.features[arcp.FeatureProgress]
 		aenv.resultChunk = t.sess.features[arcp.FeatureResultChunk]
+		features = maps.Clone(t.sess.features)
 	}
 	r.mu.Unlock()
+	g, err := grantLease(p, features, r.opts.LeaseLimits, time.Now())
+	if err != nil {
+		le := err.(*leaseError)
+		return reject(le.code, le.msg, false, le.code == arcp.CodeInvalidRequest)
+	}
 	// Validate the input outside the lock; the error is answered in order
 	// below, after the idempotency check.
 	run, inputErr := ag.prepare(input, aenv)
@@ -303,6 +311,8 @@ func (t *transport) submit(env *arcp.Envelope, late bool) (abandoned bool) {
 		acceptedAt: now3339(),
 		ord:        r.nextOrd,
 		run:        run,
+		grant:      g,
+		ext:        vendorExtensions(env.Extensions),
 		cancelCh:   make(chan struct{}),
 		done:       make(chan struct{}),
 		status:     "pending",
@@ -310,6 +320,9 @@ func (t *transport) submit(env *arcp.Envelope, late bool) (abandoned bool) {
 	}
 	if p.MaxRuntimeSec > 0 && p.MaxRuntimeSec < maxRuntimeSecCap {
 		j.maxRuntime = time.Duration(p.MaxRuntimeSec) * time.Second
+	}
+	if j.ext != nil {
+		_ = json.Unmarshal(j.ext, &j.extMap)
 	}
 	j.ctx, j.cancel = context.WithCancelCause(r.ctx)
 	// job.accepted is queued before the job can emit anything.
@@ -355,7 +368,14 @@ func (t *transport) sendAcceptedLocked(j *job, trace string) {
 	if t.r.opts.Dialect.Trace == TraceEchoOrMint {
 		envTrace = trace
 	}
-	t.sendTracedLocked(arcp.TypeAccepted, j.id, envTrace, a)
+	sid := ""
+	if t.sess != nil {
+		sid = t.sess.id
+	}
+	// The submit's x-vendor.* extensions are echoed on the envelope.
+	if data := t.r.encodeControlTraced(arcp.TypeAccepted, sid, j.id, envTrace, a, j.extMap); data != nil {
+		t.enqueueLocked(outFrame{data: data})
+	}
 }
 
 // rejectSubmitLocked answers a refused job.submit as Dialect.RejectAs and
@@ -524,8 +544,9 @@ func (t *transport) listJobs(env *arcp.Envelope) {
 		return
 	}
 	var filter struct {
-		Status json.RawMessage `json:"status"`
-		Agent  string          `json:"agent"`
+		Status       json.RawMessage `json:"status"`
+		Agent        string          `json:"agent"`
+		CreatedAfter string          `json:"created_after"`
 	}
 	var statuses []string
 	if len(p.Filter) > 0 && !bytes.Equal(bytes.TrimSpace(p.Filter), []byte("null")) {
@@ -541,6 +562,13 @@ func (t *transport) listJobs(env *arcp.Envelope) {
 				t.reject(env, arcp.CodeInvalidRequest, "filter.status must be a string or a list of strings", false)
 				return
 			}
+		}
+	}
+	var createdAfter time.Time
+	if filter.CreatedAfter != "" {
+		if createdAfter, err = time.Parse(time.RFC3339Nano, filter.CreatedAfter); err != nil {
+			t.reject(env, arcp.CodeInvalidRequest, "filter.created_after is not RFC 3339", false)
+			return
 		}
 	}
 	limit := p.Limit
@@ -579,11 +607,19 @@ func (t *transport) listJobs(env *arcp.Envelope) {
 		if filter.Agent != "" && filter.Agent != j.spec && filter.Agent != j.agentName() {
 			continue
 		}
+		if !createdAfter.IsZero() {
+			if at, err := time.Parse(time.RFC3339Nano, j.acceptedAt); err != nil || !at.After(createdAfter) {
+				continue
+			}
+		}
 		if len(out.Jobs) == limit {
 			out.NextCursor = strconv.FormatUint(lastOrd, 10)
 			break
 		}
-		out.Jobs = append(out.Jobs, arcp.JobInfo{JobID: j.id, Agent: j.spec, Status: j.status, AcceptedAt: j.acceptedAt})
+		info := arcp.JobInfo{JobID: j.id, Agent: j.spec, Status: j.status, AcceptedAt: j.acceptedAt,
+			CreatedAt: j.acceptedAt, TraceID: j.traceID, Lease: j.grant.lease, LastEventSeq: j.lastSeq}
+		info.LeaseConstraints, info.Budget = j.boundsJSON()
+		out.Jobs = append(out.Jobs, info)
 		lastOrd = j.ord
 	}
 	t.sendLocked(arcp.TypeJobs, "", out)

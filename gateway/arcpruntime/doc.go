@@ -84,17 +84,39 @@
 //     the agent stops, at most CancelGrace later. A job that already ended,
 //     or is unknown to the session, gets session.error{JOB_NOT_FOUND,
 //     request_id, job_id}.
+//   - Leases (§7.1, §9). lease_request is granted whole or refused:
+//     namespaces outside Options.LeaseLimits.Namespaces, a cost.budget
+//     currency not in LeaseLimits.MaxBudget or above its cap, and an
+//     expires_at more than LeaseLimits.MaxLeaseDuration ahead are
+//     PERMISSION_DENIED; a malformed lease, a past or non-UTC expires_at,
+//     or cost.budget / model.use / lease_constraints without their feature
+//     negotiated (cost.budget, model.use, lease_expires_at) are
+//     INVALID_REQUEST. job.accepted carries lease (the request, or {}),
+//     lease_constraints when given, and budget (initial counters per
+//     currency) when the lease has cost.budget. A job still running at
+//     expires_at ends with job.error{LEASE_EXPIRED, final_status error,
+//     retryable false}. No demo agent reports cost or calls a model, so
+//     budgets never decrease and model.use is never exercised.
+//   - Extensions. The x-vendor.* envelope extensions of a job.submit are
+//     echoed on its job.accepted and on every sequenced envelope of the
+//     job (in subscribers' sessions too); other extensions are dropped.
 //   - session.list_jobs (list_jobs negotiated, else INVALID_REQUEST) answers
-//     session.jobs{request_id, jobs[{job_id, agent, status, accepted_at}],
-//     next_cursor} for the session's jobs in acceptance order; limit
-//     (default 100, max 1000), an opaque numeric cursor, and filter
-//     {status: string|[]string, agent}. Status is pending, running, success,
-//     error, cancelled or timed_out.
+//     session.jobs{request_id, jobs[{job_id, agent, status, accepted_at,
+//     created_at, trace_id, lease, lease_constraints?, budget?,
+//     last_event_seq}], next_cursor} for the session's jobs in acceptance
+//     order (last_event_seq in the session's own numbering; no job has a
+//     parent: there is no delegation); limit (default 100, max 1000), an
+//     opaque numeric cursor, and filter {status: string|[]string, agent,
+//     created_after (RFC 3339)}. Status is pending, running, success, error,
+//     cancelled or timed_out.
 //   - job.subscribe{job_id, from_event_seq, history} (subscribe negotiated)
 //     attaches this session to a job of another session of the same
-//     principal: job.subscribed, then (history) the job's envelopes still in
-//     the source session's buffer with source event_seq >= from_event_seq,
-//     then its live envelopes, all re-stamped with this session's event_seq.
+//     principal: job.subscribed{job_id, current_status, agent, lease,
+//     lease_constraints?, budget?, trace_id, subscribed_from (this
+//     session's last event_seq), replayed} (never credentials), then
+//     (history) the job's envelopes still in the source session's buffer
+//     with source event_seq > from_event_seq (§7.6), then its live
+//     envelopes, all re-stamped with this session's event_seq.
 //     job.unsubscribe stops it (no answer). Subscribing to one's own job
 //     answers job.subscribed and changes nothing.
 //   - Bad input never panics: undecodable envelopes, a wrong session_id and

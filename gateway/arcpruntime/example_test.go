@@ -65,7 +65,7 @@ func Example() {
 	send(bye)
 	fmt.Println(recv().Type)
 	// Output:
-	// session.welcome [ack]
+	// session.welcome [ack cost.budget]
 	// job.accepted
 	// job.result 1 {"hello":"world"}
 	// session.closed

@@ -25,8 +25,11 @@ type job struct {
 	acceptedAt string
 	ord        uint64
 	maxRuntime time.Duration
-	run        runFunc         // read and cleared by runJob only
-	ctx        context.Context // the agent's context; cancelled on cancel, session end, Close
+	grant      grant                      // the effective lease, constraints and initial budget
+	extMap     map[string]json.RawMessage // the submit's x-vendor.* extensions, echoed on job.accepted
+	ext        []byte                     // the same as one JSON object, stamped on the job's sequenced envelopes
+	run        runFunc                    // read and cleared by runJob only
+	ctx        context.Context            // the agent's context; cancelled on cancel, session end, Close
 	cancel     context.CancelCauseFunc
 	cancelCh   chan struct{} // closed when job.cancel is received
 	done       chan struct{} // closed when runJob returns
@@ -37,6 +40,7 @@ type job struct {
 	cancelRequested bool
 	cancelReason    string
 	subs            map[*session]struct{} // other sessions subscribed to this job
+	lastSeq         uint64                // event_seq of the job's latest envelope in its own session
 	lost            bool                  // Dialect.LoseRunningJobsOnResume: emits nothing more
 }
 
@@ -46,7 +50,21 @@ func (j *job) agentName() string {
 }
 
 func (j *job) acceptedPayload() arcp.Accepted {
-	return arcp.Accepted{JobID: j.id, Agent: j.spec, AcceptedAt: j.acceptedAt, TraceID: j.traceID}
+	a := arcp.Accepted{JobID: j.id, Agent: j.spec, AcceptedAt: j.acceptedAt, TraceID: j.traceID, Lease: j.grant.lease}
+	a.LeaseConstraints, a.Budget = j.boundsJSON()
+	return a
+}
+
+// boundsJSON returns the job's lease constraints and initial budget as
+// JSON (nil when absent).
+func (j *job) boundsJSON() (constraints, budget json.RawMessage) {
+	if j.grant.constraints != nil {
+		constraints, _ = json.Marshal(j.grant.constraints)
+	}
+	if j.grant.budget != nil {
+		budget, _ = json.Marshal(j.grant.budget)
+	}
+	return constraints, budget
 }
 
 // agentError is how an agent ends a job with job.error.
@@ -92,6 +110,13 @@ func (r *Runtime) runJob(j *job) {
 	if j.maxRuntime > 0 {
 		var stop context.CancelFunc
 		ctx, stop = context.WithTimeoutCause(ctx, j.maxRuntime, errJobTimeout)
+		defer stop()
+	}
+	if !j.grant.expiresAt.IsZero() {
+		// §9.5: the runtime MAY terminate a job whose lease expired; this
+		// one does, at once.
+		var stop context.CancelFunc
+		ctx, stop = context.WithDeadlineCause(ctx, j.grant.expiresAt, errLeaseExpired)
 		defer stop()
 	}
 
@@ -234,6 +259,8 @@ func (r *Runtime) finish(j *job, ctx context.Context, out agentOutcome, returned
 		jerr = arcp.JobError{FinalStatus: arcp.StatusCancelled, Code: arcp.CodeCancelled, Message: msg}
 	case success != nil:
 		typ, payload = arcp.TypeResult, success
+	case ctx.Err() != nil && errors.Is(context.Cause(ctx), errLeaseExpired):
+		jerr = arcp.JobError{FinalStatus: arcp.StatusError, Code: arcp.CodeLeaseExpired, Message: "lease expired at " + j.grant.constraints.ExpiresAt}
 	case ctx.Err() != nil && errors.Is(context.Cause(ctx), errJobTimeout):
 		jerr = arcp.JobError{FinalStatus: arcp.StatusTimedOut, Code: arcp.CodeTimeout, Message: "max_runtime_sec exceeded"}
 	case ctx.Err() != nil:
@@ -271,9 +298,10 @@ func (r *Runtime) emitLocked(j *job, typ string, payload []byte) {
 	if j.lost {
 		return
 	}
-	r.appendLocked(j.sess, typ, j.id, j.traceID, payload)
+	r.appendExtLocked(j.sess, typ, j.id, j.traceID, payload, j.ext)
+	j.lastSeq = j.sess.seq
 	for b := range j.subs {
-		r.appendLocked(b, typ, j.id, j.traceID, payload)
+		r.appendExtLocked(b, typ, j.id, j.traceID, payload, j.ext)
 	}
 }
 
@@ -327,19 +355,32 @@ func (t *transport) subscribe(env *arcp.Envelope) {
 		t.sendErrorLocked(&arcp.Error{Code: arcp.CodeJobNotFound, Message: "no such job", RequestID: env.ID, JobID: p.JobID}, false)
 		return
 	}
-	t.sendLocked(arcp.TypeSubscribed, j.id, arcp.Subscribed{JobID: j.id, FromEventSeq: p.FromEventSeq})
+	// The authority descriptor (§7.6): the job's lease and constraints,
+	// its budget (the initial counters: no demo agent reports cost), and
+	// never credentials (provisioned_credentials is not offered).
+	desc := arcp.Subscribed{JobID: j.id, CurrentStatus: j.status, Agent: j.spec, Lease: j.grant.lease,
+		TraceID: j.traceID, SubscribedFrom: s.seq, FromEventSeq: p.FromEventSeq}
+	desc.LeaseConstraints, desc.Budget = j.boundsJSON()
+	replay := j.sess != s && p.History && !j.sess.gone
+	if _, ok := j.subs[s]; ok {
+		replay = false
+	}
+	desc.Replayed = replay
+	t.sendLocked(arcp.TypeSubscribed, j.id, desc)
 	if j.sess == s {
 		return // its events reach this session anyway
 	}
 	if _, ok := j.subs[s]; ok {
 		return
 	}
-	if p.History && !j.sess.gone {
+	if replay {
+		// §7.6: buffered events with seq > from_event_seq, in the source
+		// session's numbering, re-stamped with this session's.
 		src := j.sess
 		for i := src.head; i < len(src.buf); i++ {
 			e := src.buf[i]
-			if e.jobID == j.id && e.seq >= p.FromEventSeq {
-				r.appendLocked(s, e.typ, j.id, j.traceID, e.payload)
+			if e.jobID == j.id && e.seq > p.FromEventSeq {
+				r.appendExtLocked(s, e.typ, j.id, j.traceID, e.payload, j.ext)
 			}
 		}
 	}

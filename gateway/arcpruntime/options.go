@@ -50,6 +50,9 @@ type Options struct {
 	WriteQueue int
 	// Logger receives diagnostics. Nil discards them.
 	Logger *slog.Logger
+	// LeaseLimits bound the leases jobs may request; zero fields take
+	// their defaults (see LeaseLimits).
+	LeaseLimits LeaseLimits
 	// Dialect makes the runtime behave as one of the official SDK runtimes
 	// in the ways it lists. The zero value is DialectReference. New panics
 	// and Listen fails if it is invalid (see Dialect.Validate).
@@ -57,7 +60,8 @@ type Options struct {
 }
 
 // DefaultFeatures are offered when Options.Features is nil.
-var DefaultFeatures = []string{"heartbeat", "ack", "list_jobs", "subscribe", "progress", "agent_versions", "result_chunk"}
+var DefaultFeatures = []string{"heartbeat", "ack", "list_jobs", "subscribe", "progress", "agent_versions", "result_chunk",
+	"lease_expires_at", "cost.budget", "model.use"}
 
 // Defaults.
 const (
@@ -126,6 +130,7 @@ func (o Options) withDefaults() Options {
 	if o.WriteQueue <= 0 {
 		o.WriteQueue = DefaultWriteQueue
 	}
+	o.LeaseLimits = o.LeaseLimits.withDefaults()
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}

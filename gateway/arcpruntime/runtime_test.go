@@ -30,7 +30,7 @@ func TestHandshake(t *testing.T) {
 	if w.ResumeToken == "" || w.ResumeWindowSec != 600 {
 		t.Errorf("resume_token %q, window %d", w.ResumeToken, w.ResumeWindowSec)
 	}
-	if want := []string{"subscribe", "heartbeat", "ack"}; !slices.Equal(w.Capabilities.Features, want) {
+	if want := []string{"cost.budget", "subscribe", "heartbeat", "ack"}; !slices.Equal(w.Capabilities.Features, want) {
 		t.Errorf("features %v, want %v", w.Capabilities.Features, want)
 	}
 	if w.HeartbeatIntervalSec != 30 || string(c.wenv.Extensions[HeartbeatIntervalMSExtension]) != "30000" {

@@ -108,6 +108,12 @@ func (s *session) cumThroughLocked(seq uint64) uint64 {
 // back-pressure threshold (ack negotiated), a status event of the same job
 // goes first, so it never follows the job's terminal.
 func (r *Runtime) appendLocked(s *session, typ, jobID, traceID string, payload []byte) {
+	r.appendExtLocked(s, typ, jobID, traceID, payload, nil)
+}
+
+// appendExtLocked is appendLocked with envelope extensions (a JSON object,
+// or nil) on the envelope.
+func (r *Runtime) appendExtLocked(s *session, typ, jobID, traceID string, payload, ext []byte) {
 	if s.gone {
 		return
 	}
@@ -119,14 +125,14 @@ func (r *Runtime) appendLocked(s *session, typ, jobID, traceID string, payload [
 			"threshold": r.opts.BackPressureThreshold,
 		})
 		p, _ := json.Marshal(arcp.Event{Kind: arcp.KindStatus, TS: now3339(), Body: body})
-		r.bufferLocked(s, arcp.TypeEvent, jobID, traceID, p)
+		r.bufferLocked(s, arcp.TypeEvent, jobID, traceID, p, nil)
 	}
-	r.bufferLocked(s, typ, jobID, traceID, payload)
+	r.bufferLocked(s, typ, jobID, traceID, payload, ext)
 }
 
-func (r *Runtime) bufferLocked(s *session, typ, jobID, traceID string, payload []byte) {
+func (r *Runtime) bufferLocked(s *session, typ, jobID, traceID string, payload, ext []byte) {
 	s.seq++
-	data := encodeSequenced(s.id, typ, jobID, traceID, s.seq, payload)
+	data := encodeSequenced(s.id, typ, jobID, traceID, s.seq, payload, ext)
 	s.total += uint64(len(data))
 	s.buf = append(s.buf, entry{seq: s.seq, jobID: jobID, typ: typ, payload: payload, data: data, cum: s.total})
 	s.bufBytes += len(data)
@@ -483,8 +489,8 @@ func (r *Runtime) encodeControlTraced(typ, sessionID, jobID, traceID string, pay
 // encodeSequenced encodes a sequenced envelope without re-validating the
 // payload, which the caller marshalled. Every string is runtime-generated
 // (ids, types) or validated hex (trace_id), so none needs escaping.
-func encodeSequenced(sessionID, typ, jobID, traceID string, seq uint64, payload []byte) []byte {
-	b := make([]byte, 0, len(payload)+192+len(jobID)+len(traceID))
+func encodeSequenced(sessionID, typ, jobID, traceID string, seq uint64, payload, ext []byte) []byte {
+	b := make([]byte, 0, len(payload)+len(ext)+192+len(jobID)+len(traceID))
 	b = append(b, `{"arcp":"1.1","id":"`...)
 	b = append(b, arcp.NewID()...)
 	b = append(b, `","type":"`...)
@@ -507,6 +513,10 @@ func encodeSequenced(sessionID, typ, jobID, traceID string, seq uint64, payload 
 	if len(payload) > 0 {
 		b = append(b, `,"payload":`...)
 		b = append(b, payload...)
+	}
+	if len(ext) > 0 {
+		b = append(b, `,"extensions":`...)
+		b = append(b, ext...)
 	}
 	return append(b, '}')
 }

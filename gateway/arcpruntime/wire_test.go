@@ -12,12 +12,12 @@ import (
 func TestEncodeSequencedDecodes(t *testing.T) {
 	payload, _ := json.Marshal(arcp.Event{Kind: "log", Body: json.RawMessage(`{"m":"\u2028 \"q\""}`)})
 	for _, trace := range []string{"", "4bf92f3577b34da6a3ce929d0e0e4736"} {
-		data := encodeSequenced("rs_1", arcp.TypeEvent, "job_1", trace, 42, payload)
+		data := encodeSequenced("rs_1", arcp.TypeEvent, "job_1", trace, 42, payload, []byte(`{"x-vendor.acme.k":1}`))
 		env, err := arcp.Decode(data, arcp.DecodeOptions{RequireSession: true})
 		if err != nil {
 			t.Fatalf("%s: %v", data, err)
 		}
-		if env.SessionID != "rs_1" || env.JobID != "job_1" || env.EventSeq != 42 || env.TraceID != trace || env.Type != arcp.TypeEvent {
+		if env.SessionID != "rs_1" || env.JobID != "job_1" || env.EventSeq != 42 || env.TraceID != trace || env.Type != arcp.TypeEvent || string(env.Extensions["x-vendor.acme.k"]) != "1" {
 			t.Errorf("decoded %+v", env)
 		}
 		ev, err := arcp.DecodePayload[arcp.Event](env)

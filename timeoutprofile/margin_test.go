@@ -10,6 +10,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	sessiongatev1 "github.com/sessiongate/sessiongate/gen/sessiongate/v1"
@@ -129,9 +130,15 @@ func TestDeadlineMarginUnary(t *testing.T) {
 				ctx = withMD(ctx, tc.md...)
 			}
 			start := time.Now()
-			_, err := sessiongatev1.NewSessionGatewayClient(conn).RunJob(ctx, &sessiongatev1.RunJobRequest{}, tc.callOpts...)
+			var trailer metadata.MD
+			_, err := sessiongatev1.NewSessionGatewayClient(conn).RunJob(ctx, &sessiongatev1.RunJobRequest{}, append(tc.callOpts, grpc.Trailer(&trailer))...)
 			elapsed := time.Since(start)
 			te := checkCallerDeadline(t, err, "RunJob")
+			// Retry policies must not retry inside the caller's own
+			// deadline: that would replace these details by a bare one.
+			if got := trailer.Get("grpc-retry-pushback-ms"); len(got) != 1 || got[0] != "-1" {
+				t.Errorf("trailer grpc-retry-pushback-ms = %q, want [-1]", got)
+			}
 
 			in, hd := <-incoming, <-handler
 			if in.IsZero() || !hd.Equal(in.Add(-testMargin)) {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 )
 
 // UnaryServerInterceptor enforces each method's profile on unary calls.
@@ -179,6 +180,13 @@ func (e *Enforcer) timedOut(ctx context.Context, m *method, te *TimeoutError) er
 			slog.Int64("configured_ms", int64(msOf(te.Configured))),
 			slog.Int64("elapsed_ms", int64(msOf(te.Elapsed))),
 			slog.Int("suppressed", n))
+	}
+	if te.Limit == LimitCallerDeadline {
+		// The caller's own deadline is the budget: a retry inside it
+		// cannot succeed and would end as a bare deadline, losing these
+		// details. Tell every gRPC client's retry machinery not to retry
+		// (grpc-go, grpcio and grpc-js honour a negative pushback).
+		_ = grpc.SetTrailer(ctx, metadata.Pairs("grpc-retry-pushback-ms", "-1"))
 	}
 	return te.GRPCStatus().Err()
 }

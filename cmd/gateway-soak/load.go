@@ -501,61 +501,17 @@ func (l *load) watchOn(ctx context.Context, w, c sessiongatev1.SessionGatewayCli
 	cctx, cancel := l.callCtx(ctx, s.caller, budgetWatch, budgetWatch+l.o.Slack+clientGrace)
 	defer cancel()
 	start := time.Now()
-	var (
-		next, n     int
-		lastSeq     uint64
-		terminal    string
-		stalled     time.Time // when reading resumed after the long pause
-		lost, dup   int
-		misdeliver  []string
-		eventsTaken int
-	)
+	chk := streamCheck{count: j.count}
+	var stalled time.Time // when reading resumed after a long pause
 	stream, err := w.WatchJob(cctx, &sessiongatev1.WatchJobRequest{SessionId: id, JobId: j.id})
 	for err == nil {
 		var msg *sessiongatev1.WatchJobResponse
-		msg, err = stream.Recv()
-		if err != nil {
+		if msg, err = stream.Recv(); err != nil {
 			break
 		}
-		n++
-		if msg.GetEventSeq() <= lastSeq {
-			dup++
-		}
-		lastSeq = msg.GetEventSeq()
-		switch {
-		case terminal != "":
-			misdeliver = append(misdeliver, fmt.Sprintf("item after the terminal: %v", msg))
-		case msg.GetEvent() != nil:
-			ev := msg.GetEvent()
-			if ev.GetKind() != "log" {
-				break // e.g. back_pressure status events
-			}
-			f := ev.GetBody().GetStructValue().GetFields()
-			i := int(f["i"].GetNumberValue())
-			if want := fmt.Sprintf("line %d of %d", i+1, j.count); f["message"].GetStringValue() != want {
-				misdeliver = append(misdeliver, fmt.Sprintf("event seq %d %q, want %q", msg.GetEventSeq(), f["message"].GetStringValue(), want))
-				break
-			}
-			eventsTaken++
-			switch {
-			case i == next:
-				next++
-			case i < next:
-				dup++
-			default:
-				lost += i - next
-				next = i + 1
-			}
-		case msg.GetResult() != nil:
-			terminal = "result"
-			if got := int(msg.GetResult().GetResult().GetStructValue().GetFields()["count"].GetNumberValue()); got != j.count {
-				misdeliver = append(misdeliver, fmt.Sprintf("result count %d, want %d", got, j.count))
-			}
-		case msg.GetError() != nil:
-			terminal = "error " + msg.GetError().GetCode()
-		}
+		chk.item(msg)
 		if pause != nil {
-			if d := pause(n); d > 0 {
+			if d := pause(chk.items); d > 0 {
 				sleepCtx(cctx, d)
 				stalled = time.Now()
 			}
@@ -568,14 +524,8 @@ func (l *load) watchOn(ctx context.Context, w, c sessiongatev1.SessionGatewayCli
 	if ctx.Err() != nil {
 		return
 	}
-	if st.Code() == codes.OK {
-		switch {
-		case terminal == "":
-			lost++ // the stream ended OK without its terminal item
-		case terminal == "result" && next < j.count:
-			lost += j.count - next
-		}
-	}
+	chk.end(st.Code())
+	lost, dup, misdeliver, n, eventsTaken := chk.lost, chk.dup, chk.misdelivered, chk.items, chk.events
 	l.count(func(t *tally) {
 		t.streams++
 		t.events += eventsTaken
@@ -630,4 +580,75 @@ func (l *load) fill(rep *Report) {
 	rep.Streams, rep.Events = t.streams, t.events
 	rep.Misdeliveries, rep.EventsLost, rep.EventsDuplicated, rep.NoDefiniteEnd = t.misdelivered, t.lostEvents, t.dupEvents, t.noEnd
 	rep.Samples = t.samples
+}
+
+// streamCheck checks one WatchJob stream of a stream job of count events,
+// item by item: event_seq strictly increasing; log events with i = 0, 1,
+// 2, … each exactly once, each naming the job's count; nothing after the
+// terminal; a result naming the job's count. At the end, a stream that
+// ended OK must have had its terminal, and after a result every event.
+type streamCheck struct {
+	count        int
+	items        int      // items received
+	events       int      // log events that passed the misdelivery check
+	next         int      // the next i expected
+	lastSeq      uint64   // event_seq of the previous item
+	terminal     string   // "", "result" or "error CODE"
+	lost, dup    int      // events lost (skipped, or missing at an OK end) and repeated
+	misdelivered []string // items that belong to another job
+}
+
+func (c *streamCheck) item(msg *sessiongatev1.WatchJobResponse) {
+	c.items++
+	if msg.GetEventSeq() <= c.lastSeq {
+		c.dup++
+	}
+	c.lastSeq = max(c.lastSeq, msg.GetEventSeq())
+	switch {
+	case c.terminal != "":
+		c.misdelivered = append(c.misdelivered, fmt.Sprintf("item after the terminal: seq %d", msg.GetEventSeq()))
+	case msg.GetEvent() != nil:
+		ev := msg.GetEvent()
+		if ev.GetKind() != "log" {
+			return // e.g. the runtime's back_pressure status events
+		}
+		f := ev.GetBody().GetStructValue().GetFields()
+		i := int(f["i"].GetNumberValue())
+		if want := fmt.Sprintf("line %d of %d", i+1, c.count); f["message"].GetStringValue() != want {
+			c.misdelivered = append(c.misdelivered, fmt.Sprintf("event seq %d %q, want %q", msg.GetEventSeq(), f["message"].GetStringValue(), want))
+			return
+		}
+		c.events++
+		switch {
+		case i == c.next:
+			c.next++
+		case i < c.next:
+			c.dup++
+		default:
+			c.lost += i - c.next // the stream went on past a gap
+			c.next = i + 1
+		}
+	case msg.GetResult() != nil:
+		c.terminal = "result"
+		if got := int(msg.GetResult().GetResult().GetStructValue().GetFields()["count"].GetNumberValue()); got != c.count {
+			c.misdelivered = append(c.misdelivered, fmt.Sprintf("result count %d, want %d", got, c.count))
+		}
+	case msg.GetError() != nil:
+		c.terminal = "error " + msg.GetError().GetCode()
+	}
+}
+
+// end applies the rules for a stream that ended with code. A stream that
+// ended with an error ended definitely: what it did not deliver is not
+// lost, only a gap in what it did deliver is.
+func (c *streamCheck) end(code codes.Code) {
+	if code != codes.OK {
+		return
+	}
+	switch {
+	case c.terminal == "":
+		c.lost++ // ended OK without its terminal item
+	case c.terminal == "result" && c.next < c.count:
+		c.lost += c.count - c.next
+	}
 }

@@ -44,12 +44,12 @@ type Options struct {
 // defaultOptions are the command's defaults; short is the CI mode.
 func defaultOptions(short bool) Options {
 	o := Options{
-		Duration: 10 * time.Minute, Seed: 1, Dialect: "reference", Workers: 8, Callers: 3, SessionsPerCaller: 2,
+		Duration: 10 * time.Minute, Seed: 1, Dialect: "reference", Workers: 12, Callers: 3, SessionsPerCaller: 2,
 		Slack: 2 * time.Second, Gap: 6 * time.Second, Heartbeat: time.Second, Tolerance: 5,
 		Settle: 30 * time.Second, Faults: true,
 	}
 	if short {
-		o.Duration, o.Workers, o.SessionsPerCaller = 30*time.Second, 6, 1
+		o.Duration, o.Workers, o.SessionsPerCaller = 20*time.Second, 8, 1
 	}
 	return o
 }

@@ -116,7 +116,9 @@ func prepareSleep(input json.RawMessage, env agentEnv) (runFunc, error) {
 	return func(ctx context.Context, io jobIO) (json.RawMessage, error) {
 		total := time.Duration(ms) * time.Millisecond
 		report := func(elapsed time.Duration) error {
-			body := map[string]any{"elapsed_ms": min(elapsed, total).Milliseconds(), "total_ms": ms}
+			el := min(elapsed, total).Milliseconds()
+			// §8.2.1's body, plus the fields earlier versions sent.
+			body := map[string]any{"current": el, "total": ms, "units": "ms", "elapsed_ms": el, "total_ms": ms}
 			if kind == arcp.KindStatus {
 				body["phase"] = "sleeping"
 			}

@@ -131,7 +131,8 @@
 //   - echo: the result is the input (any JSON value; none means null).
 //   - sleep {"ms": 0..3600000}: kind "progress" events (kind "status" with
 //     phase "sleeping" when progress is not negotiated) with body
-//     {elapsed_ms, total_ms} at the start, about every 100 ms and at the end;
+//     {current, total, units "ms" (§8.2.1), and the same as elapsed_ms,
+//     total_ms} at the start, about every 100 ms and at the end;
 //     result {"slept_ms": N}.
 //   - stream {"count": 0..100000, "interval_ms": 0..60000}: count "log"
 //     events {i, message}, interval_ms apart; result {"count": N}. A fast

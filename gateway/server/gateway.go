@@ -60,7 +60,8 @@ type Config struct {
 	// a token, so that probes need no credentials.
 	ClientTokens map[string]string
 	// Features are requested upstream when OpenSession names none
-	// (default: heartbeat, ack, list_jobs, subscribe, progress).
+	// (default: every feature the gateway implements, see gatewayFeatures).
+	// Features the gateway does not implement are never requested.
 	Features []string
 	// MaxSessions caps all sessions (default 100,000); MaxSessionsPerCaller
 	// caps one caller's (default 1,000).
@@ -128,7 +129,7 @@ func (c *Config) setDefaults() {
 		c.MaxInputBytes = 8 << 20
 	}
 	if len(c.Features) == 0 {
-		c.Features = []string{arcp.FeatureHeartbeat, arcp.FeatureAck, arcp.FeatureListJobs, arcp.FeatureSubscribe, arcp.FeatureProgress}
+		c.Features = gatewayFeatures
 	}
 	def := func(p *int64, v int64) {
 		if *p == 0 {
@@ -250,7 +251,7 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	tmpl := cfg.Upstream
 	tmpl.Logger = cfg.Logger
-	features := cfg.Features
+	features := implementedFeatures(cfg.Features)
 	g.svc = &service{
 		table: table, runtimes: runtimes, runtimeNames: names, defaultRuntime: cfg.Runtimes[0].Name,
 		maxInputBytes: cfg.MaxInputBytes, maxWatchersPerJob: cfg.MaxWatchersPerJob, liveJobs: liveJobs,
@@ -269,7 +270,7 @@ func New(cfg Config) (*Gateway, error) {
 			}
 			uc.Features = features
 			if len(req.GetFeatures()) > 0 {
-				uc.Features = req.GetFeatures()
+				uc.Features = implementedFeatures(req.GetFeatures()) // empty: none
 			}
 			attachRetained(&uc, retained.Account(caller))
 			uc.KeyNamespace = caller

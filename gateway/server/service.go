@@ -234,6 +234,7 @@ func (s *service) ListSessions(ctx context.Context, _ *sessiongatev1.ListSession
 
 // jobRequest is what SubmitJob and RunJob share.
 type jobRequest interface {
+	submitExtras // jobs_api.go
 	GetSessionId() string
 	GetAgent() string
 	GetInput() *structpb.Value
@@ -316,15 +317,26 @@ func (s *service) submit(ctx context.Context, req jobRequest) (*session.Session[
 	if err != nil {
 		return nil, nil, arcp.Accepted{}, err
 	}
+	opts, err := applyExtras(ctx, req, &sub)
+	if err != nil {
+		return nil, nil, arcp.Accepted{}, err
+	}
 	sess, release, err := s.acquire(ctx, req.GetSessionId())
 	if err != nil {
+		return nil, nil, arcp.Accepted{}, err
+	}
+	if err := checkExtraFeatures(sub, sess.Conn.Status().Features); err != nil {
+		release()
 		return nil, nil, arcp.Accepted{}, err
 	}
 	if err := s.liveJobs.Reserve(sess.Caller, 1); err != nil {
 		release()
 		return nil, nil, arcp.Accepted{}, s.err(err)
 	}
-	acc, err := sess.Conn.Submit(ctx, sub)
+	acc, err := sess.Conn.SubmitWith(ctx, sub, opts)
+	if acc.TraceID == "" {
+		acc.TraceID = opts.TraceID // the runtime did not echo it
+	}
 	if err != nil {
 		// OUTCOME_UNKNOWN included: a job that may exist but that this
 		// connection does not know cannot be waited for; its unit goes back.
@@ -354,7 +366,7 @@ func (s *service) SubmitJob(ctx context.Context, req *sessiongatev1.SubmitJobReq
 	}
 	release()
 	s.holdUntilEnd(sess, acc.JobID)
-	return &sessiongatev1.SubmitJobResponse{JobId: acc.JobID, AcceptedAt: parseTime(acc.AcceptedAt)}, nil
+	return submitResponse(acc), nil
 }
 
 func (s *service) RunJob(ctx context.Context, req *sessiongatev1.RunJobRequest) (*sessiongatev1.RunJobResponse, error) {
@@ -402,6 +414,7 @@ func (s *service) RunJob(ctx context.Context, req *sessiongatev1.RunJobRequest) 
 			resp.Result, resp.RawResult = nil, slices.Clone(a.Data)
 		}
 	}
+	decorateRun(resp, acc, term)
 	forget(sess.Conn, acc.JobID) // the result now lives in resp only
 	return resp, nil
 }
@@ -569,6 +582,7 @@ func watchItem(item upstream.Item) *sessiongatev1.WatchJobResponse {
 		je.Details, je.RawDetails = valueOrRaw(item.Error.Details)
 		msg.Item = &sessiongatev1.WatchJobResponse_Error{Error: je}
 	}
+	decorateItem(msg, item) // jobs_api.go
 	return msg
 }
 

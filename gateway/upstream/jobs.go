@@ -335,6 +335,15 @@ func (c *Conn) JobDone(jobID string) <-chan struct{} {
 	return j.doneCh
 }
 
+// HasJob reports whether the connection knows the job: accepted for one of
+// its callers or subscribed to, and not yet forgotten.
+func (c *Conn) HasJob(jobID string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	j := c.jobs[jobID]
+	return j != nil && !j.held
+}
+
 // Forget drops a finished job whose result was delivered: its log and
 // result go (releasing their bytes) unless a watcher still reads them, in
 // which case the usual retention applies. Later Wait and Watch calls get

@@ -12,6 +12,7 @@ import (
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	zlog "github.com/rs/zerolog/log"
 )
 
 // Fault kinds, as they appear in the report.
@@ -36,7 +37,12 @@ type faultProxy struct {
 	up   bool   // proxy started
 }
 
+// quietProxy silences toxiproxy's global zerolog logger, which some toxics
+// log to at trace level on stderr.
+var quietProxy sync.Once
+
 func newFaultProxy(upstream string) (*faultProxy, error) {
+	quietProxy.Do(func() { zlog.Logger = zerolog.Nop() })
 	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
 	p := toxiproxy.NewProxy(srv, "runtime", "127.0.0.1:0", upstream)
 	if err := p.Start(); err != nil {

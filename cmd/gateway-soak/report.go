@@ -40,6 +40,7 @@ type Report struct {
 	Goroutines GoroutineFigures    `json:"goroutines"`
 	Heap       HeapFigures         `json:"heap"`
 	Samples    map[string][]string `json:"samples,omitempty"` // the first violations of each kind
+	Notes      []string            `json:"notes,omitempty"`   // outcomes that are definite but read as a gateway fault
 	Violations []string            `json:"violations"`
 	Pass       bool                `json:"pass"`
 }
@@ -84,6 +85,13 @@ func (r *Report) finish() {
 	add(r.Goroutines.Leaked, "goroutines leaked")
 	add(r.NoDefiniteEnd, "calls without a definite end")
 	r.Pass = len(r.Violations) == 0
+	for _, k := range sortedKeys(r.Reasons) {
+		for _, code := range []string{" Internal ", " Unknown ", " DataLoss "} {
+			if strings.Contains(k, code) {
+				r.Notes = append(r.Notes, fmt.Sprintf("%d × %s: a definite end, but a code that reads as a gateway fault (see the gateway's log with -v)", r.Reasons[k], k))
+			}
+		}
+	}
 }
 
 // counterMap reads every upstream counter by reflection (non-zero only), in
@@ -167,6 +175,9 @@ func writeText(w io.Writer, r *Report) {
 		for _, s := range r.Samples[k] {
 			p("  %s", s)
 		}
+	}
+	for _, n := range r.Notes {
+		p("note: %s", n)
 	}
 	if r.Pass {
 		p("PASS")

@@ -40,6 +40,14 @@ type options struct {
 	backoffMax          time.Duration
 	shutdownTimeout     time.Duration
 	logLevel, logFormat string
+
+	// Cluster mode (see cluster.go).
+	redisURL      string
+	advertise     string
+	directoryKeys listFlag // id:base64key; the first encrypts
+	clusterSecret string
+	leaseTTL      time.Duration
+	ackLag        time.Duration
 }
 
 // listFlag is a repeatable flag; its environment form is comma-separated.
@@ -102,6 +110,13 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	str(&o.logLevel, "log-level", "SESSIONGATE_LOG_LEVEL", "info", "debug, info, warn or error")
 	str(&o.logFormat, "log-format", "SESSIONGATE_LOG_FORMAT", "auto", "json, text, or auto (text on a terminal, else JSON)")
 
+	str(&o.redisURL, "redis", "SESSIONGATE_REDIS", "", "cluster mode: the directory's Redis, redis://[user:pass@]host:port[/db], rediss://… or unix://[user:pass@]/path; unset = a single gateway")
+	str(&o.advertise, "advertise", "SESSIONGATE_ADVERTISE", "", "cluster mode: host:port peers use to reach this replica's gRPC port (default: the --listen address)")
+	fs.Var(&o.directoryKeys, "directory-key", "cluster mode: resume token encryption key id:base64(32 bytes), repeatable; the first encrypts, all decrypt (env SESSIONGATE_DIRECTORY_KEYS, comma-separated)")
+	str(&o.clusterSecret, "cluster-secret", "SESSIONGATE_CLUSTER_SECRET", "", "cluster mode: secret shared by all replicas, authenticates forwarded calls (at least 16 bytes)")
+	dur(&o.leaseTTL, "lease-ttl", "SESSIONGATE_LEASE_TTL", 5*time.Second, "cluster mode: replica lease lifetime; a killed owner's sessions are taken over after it")
+	dur(&o.ackLag, "ack-lag", "SESSIONGATE_ACK_LAG", 2*time.Second, "cluster mode: how far behind the upstream a watcher may be and still continue across a takeover")
+
 	// Environment first, so that flags given on the command line win.
 	for _, v := range vars {
 		if val := getenv(v.env); val != "" {
@@ -110,7 +125,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 			}
 		}
 	}
-	for env, l := range map[string]*listFlag{"SESSIONGATE_RUNTIMES": &o.runtimes, "SESSIONGATE_CLIENT_TOKENS": &o.clientTokens} {
+	for env, l := range map[string]*listFlag{"SESSIONGATE_RUNTIMES": &o.runtimes, "SESSIONGATE_CLIENT_TOKENS": &o.clientTokens, "SESSIONGATE_DIRECTORY_KEYS": &o.directoryKeys} {
 		if val := getenv(env); val != "" {
 			for _, item := range strings.Split(val, ",") {
 				if item = strings.TrimSpace(item); item != "" {
@@ -119,7 +134,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 			}
 		}
 	}
-	envRuntimes, envTokens := len(o.runtimes), len(o.clientTokens)
+	envRuntimes, envTokens, envKeys := len(o.runtimes), len(o.clientTokens), len(o.directoryKeys)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -129,6 +144,9 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	}
 	if len(o.clientTokens) > envTokens && envTokens > 0 {
 		o.clientTokens = o.clientTokens[envTokens:]
+	}
+	if len(o.directoryKeys) > envKeys && envKeys > 0 {
+		o.directoryKeys = o.directoryKeys[envKeys:]
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
@@ -149,6 +167,17 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	}
 	if o.maxStreams > 1<<31 {
 		return nil, fmt.Errorf("--max-concurrent-streams %d: at most %d", o.maxStreams, 1<<31)
+	}
+	if o.redisURL != "" {
+		if len(o.directoryKeys) == 0 {
+			return nil, fmt.Errorf("--redis needs --directory-key id:base64key (32 bytes: head -c32 /dev/urandom | base64) to encrypt resume tokens")
+		}
+		if len(o.clusterSecret) < 16 {
+			return nil, fmt.Errorf("--redis needs --cluster-secret of at least 16 bytes, the same on every replica")
+		}
+		if o.instanceID == "" {
+			return nil, fmt.Errorf("--redis needs --instance-id: a stable id per replica, so a restarted replica is recognised")
+		}
 	}
 	if o.instanceID == "" {
 		var b [4]byte

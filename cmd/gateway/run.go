@@ -25,6 +25,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if len(args) > 0 && args[0] == "profiles" {
 		return printProfiles(args[1:], getenv, stdout)
 	}
+	if len(args) > 0 && args[0] == "runtime" {
+		return runRuntime(ctx, args[1:], stdout, stderr)
+	}
 	o, err := parseOptions(args, getenv, stderr)
 	if err != nil {
 		return err
@@ -68,6 +71,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		log.Info("embedded reference runtime", "url", embedded.URL())
 	}
 
+	grpcLis, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("gRPC listener: %w", err)
+	}
+	defer grpcLis.Close()
+	cl, err := openCluster(ctx, o, grpcLis.Addr().String(), reg, log)
+	if err != nil {
+		return err
+	}
+	if cl != nil {
+		defer cl.dir.Close()
+	}
 	gw, err := server.New(server.Config{
 		InstanceID:                o.instanceID,
 		Runtimes:                  runtimes,
@@ -96,13 +111,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		TimeoutProfiles: profiles,
 		Registry:        reg,
 		Logger:          log,
+		Cluster:         cl.config(),
 	})
 	if err != nil {
 		return err
-	}
-	grpcLis, err := net.Listen("tcp", o.listen)
-	if err != nil {
-		return fmt.Errorf("gRPC listener: %w", err)
 	}
 	adminLis, err := net.Listen("tcp", o.admin)
 	if err != nil {
@@ -118,6 +130,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 
 	g, gctx := errgroup.WithContext(ctx)
+	// The directory lease outlives the gateway's sessions: it is dropped
+	// only after Shutdown has handed them off (see server.ClusterConfig).
+	leaseCtx, stopLease := context.WithCancel(context.Background())
+	defer stopLease()
+	if cl != nil {
+		g.Go(func() error { return cl.dir.Run(leaseCtx) })
+	}
 	g.Go(func() error { return gw.Serve(grpcLis) })
 	g.Go(func() error {
 		if err := admin.Serve(adminLis); !errors.Is(err, http.ErrServerClosed) {
@@ -133,6 +152,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			fmt.Errorf("--shutdown-timeout %v", o.shutdownTimeout))
 		defer cancel()
 		err := gw.Shutdown(sctx)
+		stopLease()
 		if aerr := admin.Shutdown(sctx); aerr != nil {
 			_ = admin.Close()
 		}

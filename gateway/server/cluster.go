@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sessiongate/sessiongate/gateway/arcp"
@@ -123,6 +124,10 @@ type clusterState struct {
 	loop    chan struct{}              // guarded by mu: closed when the loop has returned
 	ctx     context.Context            // lifetime of takeover dials; cancelled by Shutdown
 	cancel  context.CancelFunc
+
+	// Owned by the loop goroutine.
+	leaseFailures uint64 // directory lease failures seen so far
+	recheck       bool   // Redis was in trouble: rewrite every record (it may have lost them)
 }
 
 // owned is a session this replica owns (or is about to claim).
@@ -349,6 +354,12 @@ func (c *clusterState) remove(o *owned) {
 // tick brings the directory up to date for every owned session.
 func (c *clusterState) tick() {
 	now := time.Now()
+	if lf := c.dir.Counters().LeaseFailures.Load(); lf != c.leaseFailures {
+		// Redis was unreachable: when it is back it may have restarted
+		// empty, so every record is rewritten (ErrNotFound → claim again).
+		c.leaseFailures, c.recheck = lf, true
+	}
+	force, rechecked := c.recheck, true
 	for _, o := range c.snapshot() {
 		select {
 		case <-o.conn.Done():
@@ -368,10 +379,13 @@ func (c *clusterState) tick() {
 		if o.epoch != 0 {
 			o.win.Observe(now, o.conn.Status().LastEventSeq)
 			target := o.win.Target(now)
-			if target > o.acked || now.Sub(o.written) >= c.cfg.RefreshEvery {
+			if target > o.acked || force || now.Sub(o.written) >= c.cfg.RefreshEvery {
 				err := c.dir.Update(c.ctx, o.id, o.epoch, directory.Change{AckedSeq: target})
 				c.observe(err)
 				c.afterWriteLocked(o, err)
+				if errors.Is(err, directory.ErrUnavailable) {
+					rechecked = false
+				}
 				if err == nil && target > o.acked {
 					o.acked = target
 					// Recorded: the runtime may discard up to here.
@@ -383,6 +397,9 @@ func (c *clusterState) tick() {
 		if o.fenced.Load() {
 			c.fence(o)
 		}
+	}
+	if force && rechecked {
+		c.recheck = false
 	}
 	c.m.owned.Set(float64(len(c.snapshot())))
 }
@@ -628,7 +645,13 @@ func (c *clusterState) peer(addr string) (*grpc.ClientConn, error) {
 	if len(opts) == 0 {
 		opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	}
-	opts = append(opts, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
+	opts = append(opts, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)),
+		// A restarted peer is back within a second: do not let grpc-go's
+		// backoff (up to two minutes) fail calls for it meanwhile.
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+			MinConnectTimeout: 2 * time.Second,
+		}))
 	cc, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return nil, err

@@ -15,6 +15,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -397,6 +398,12 @@ func (c *clusterState) forwardUnary(ctx context.Context, method string, mi *meth
 	reply := mi.out.New().Interface()
 	var hdr, trl metadata.MD
 	err = cc.Invoke(c.outgoing(ctx, method, callerFrom(ctx)), method, req, reply, grpc.Header(&hdr), grpc.Trailer(&trl))
+	if notSent(cc, err) && redial(ctx, cc) {
+		// The call never left (the peer connection was in backoff, e.g.
+		// after the owner restarted) and the peer is back: once more.
+		hdr, trl = nil, nil
+		err = cc.Invoke(c.outgoing(ctx, method, callerFrom(ctx)), method, req, reply, grpc.Header(&hdr), grpc.Trailer(&trl))
+	}
 	c.m.forwardSeconds.Observe(time.Since(start).Seconds())
 	h := ownerHints(hdr)
 	if len(h) == 0 {
@@ -412,6 +419,35 @@ func (c *clusterState) forwardUnary(ctx context.Context, method string, mi *meth
 		return nil, c.peerError(err, owner, addr)
 	}
 	return reply, nil
+}
+
+// peerRetryWait bounds the second attempt of a call that never reached its
+// owner.
+const peerRetryWait = 500 * time.Millisecond
+
+// notSent says a forwarded call failed before it was sent: UNAVAILABLE
+// while the peer connection is not ready (grpc-go fails such calls in the
+// picker, without sending them).
+func notSent(cc *grpc.ClientConn, err error) bool {
+	return status.Code(err) == codes.Unavailable && cc.GetState() != connectivity.Ready
+}
+
+// redial resets the peer connection's backoff and waits (at most
+// peerRetryWait) for it to be ready.
+func redial(ctx context.Context, cc *grpc.ClientConn) bool {
+	cc.ResetConnectBackoff()
+	cc.Connect()
+	wctx, cancel := context.WithTimeout(ctx, peerRetryWait)
+	defer cancel()
+	for {
+		st := cc.GetState()
+		if st == connectivity.Ready {
+			return true
+		}
+		if !cc.WaitForStateChange(wctx, st) {
+			return false
+		}
+	}
 }
 
 // peerError passes a status from the owner through; a failure to reach the
@@ -502,6 +538,9 @@ func (c *clusterState) forwardStream(ss grpc.ServerStream, method string, mi *me
 	defer cancel()
 	desc := &grpc.StreamDesc{ServerStreams: mi.serverStreams, ClientStreams: mi.clientStreams}
 	cs, err := cc.NewStream(c.outgoing(ctx, method, callerFrom(ctx)), desc, method)
+	if notSent(cc, err) && redial(ctx, cc) {
+		cs, err = cc.NewStream(c.outgoing(ctx, method, callerFrom(ctx)), desc, method)
+	}
 	if err != nil {
 		return c.peerError(err, owner, addr)
 	}

@@ -547,6 +547,12 @@ func filterTokens(s string) ([]string, error) {
 // token is valid only here, for the caller, session and filter it was
 // issued with; the session lives on this process too (after a takeover by
 // another instance the caller starts over).
+// subscriberCancelError: subscription grants no cancel authority (§7.6).
+func subscriberCancelError(jobID string) error {
+	return gatewayStatus(codes.PermissionDenied, "SUBSCRIBER_CANNOT_CANCEL",
+		"job "+clip(jobID)+" is observed by this session (SubscribeJob), not submitted through it: cancel it from the session that submitted it", nil)
+}
+
 // callerHasJob reports whether a live session of caller on runtime knows
 // the job.
 func (s *service) callerHasJob(caller, runtime, jobID string) bool {

@@ -443,6 +443,9 @@ func (s *service) CancelJob(ctx context.Context, req *sessiongatev1.CancelJobReq
 		return nil, err
 	}
 	defer release()
+	if sess.Conn.Subscribed(req.GetJobId()) {
+		return nil, subscriberCancelError(req.GetJobId()) // jobs_api.go
+	}
 	if err := sess.Conn.Cancel(ctx, req.GetJobId(), req.GetReason()); err != nil {
 		return nil, s.err(err)
 	}

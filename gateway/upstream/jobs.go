@@ -75,6 +75,7 @@ type job struct {
 	cancelReqs []*request
 	subReq     *request
 	held       bool // seen during reconciliation, not yet claimed by a caller
+	subscribed bool // attached by job.subscribe: observed, not ours to cancel
 	chunks     chunkAssembler
 	doneCh     chan struct{} // JobDone, created on demand
 }
@@ -178,6 +179,15 @@ func (c *Conn) removeJobLocked(j *job) {
 	delete(c.jobs, j.id)
 	c.core.Forget(j.id)
 	j.closeDoneLocked()
+	// The record may stay referenced (the finished queue, a watcher)
+	// until its retention ends: keep the terminal's outline, not its
+	// payload.
+	if t := j.term; t != nil && t.Result != nil {
+		r := *t.Result
+		r.Result = nil
+		j.term = &Item{Seq: t.Seq, Result: &r}
+	}
+	j.chunks = chunkAssembler{}
 	if j.term == nil {
 		delete(c.live, j)
 		c.liveJobs--
@@ -333,6 +343,15 @@ func (c *Conn) JobDone(jobID string) <-chan struct{} {
 		j.doneCh = make(chan struct{})
 	}
 	return j.doneCh
+}
+
+// Subscribed reports whether the connection attached the job with
+// SubscribeJob (a job of another session: §7.6 gives no cancel authority).
+func (c *Conn) Subscribed(jobID string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	j := c.jobs[jobID]
+	return j != nil && j.subscribed
 }
 
 // HasJob reports whether the connection knows the job: accepted for one of
@@ -505,13 +524,13 @@ func (c *Conn) Wait(ctx context.Context, jobID string) (Terminal, error) {
 		return Terminal{}, ErrUnknownJob
 	}
 	for {
+		if j.removed {
+			return Terminal{}, ErrUnknownJob
+		}
 		if t := j.term; t != nil {
 			term := Terminal{Seq: t.Seq, Result: t.Result, Error: t.Error, Extensions: t.Extensions}
 			term.Assembled, term.AssemblyErr = j.chunks.assembled(t.Result)
 			return term, nil
-		}
-		if j.removed {
-			return Terminal{}, ErrUnknownJob
 		}
 		if c.ended {
 			return Terminal{}, c.err

@@ -449,6 +449,7 @@ func (c *Conn) SubscribeJob(ctx context.Context, sub arcp.Subscribe) (arcp.Subsc
 	// Register the job now: its events may follow job.subscribed at once.
 	j := c.addJobLocked(jobID)
 	j.subReq = r
+	j.subscribed = true
 	r.job = j
 	c.mu.Unlock()
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go.opentelemetry.io/otel/trace"
 	"log/slog"
 	"net"
 	"net/http"
@@ -106,6 +107,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Cluster, when set, turns cluster mode on (see ClusterConfig).
 	Cluster *ClusterConfig
+	// TracerProvider, when set, gets an OpenTelemetry span for every RPC
+	// (otelgrpc) and for the gateway's upstream requests; nil: no tracing,
+	// at no cost. See tracing.go.
+	TracerProvider trace.TracerProvider
 }
 
 // Defaults of Config.
@@ -340,7 +345,7 @@ func New(cfg Config) (*Gateway, error) {
 		selector.StreamServerInterceptor(enforcer.StreamServerInterceptor(), selector.MatchFunc(profiled)),
 		selector.StreamServerInterceptor(g.endAtShutdown, selector.MatchFunc(unprofiled)))
 
-	g.grpc = grpc.NewServer(
+	g.grpc = grpc.NewServer(append(tracingOptions(cfg.TracerProvider),
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
 		grpc.MaxRecvMsgSize(cfg.MaxInputBytes+(1<<20)),
@@ -348,7 +353,7 @@ func New(cfg Config) (*Gateway, error) {
 		grpc.MaxConcurrentStreams(cfg.MaxConcurrentStreams),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.KeepaliveMinTime, PermitWithoutStream: true}),
-	)
+	)...)
 	sessiongatev1.RegisterSessionGatewayServer(g.grpc, g.svc)
 	timeoutprofilev1.RegisterTimeoutProfileServiceServer(g.grpc, timeoutprofile.NewService(enforcer))
 	g.health = health.NewServer()

@@ -10,6 +10,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"slices"
 	"strings"
 	"sync"
@@ -179,8 +181,24 @@ func applyExtras(ctx context.Context, req submitExtras, sub *arcp.Submit) (upstr
 			opts.Extensions[k] = raw
 		}
 	}
-	opts.TraceID, _ = traceIDFrom(ctx)
+	var fresh bool
+	opts.TraceID, fresh = traceIDFrom(ctx)
+	if sc := trace.SpanContextFromContext(ctx); fresh && sc.IsValid() {
+		// Tracing is on and the caller sent no usable traceparent: the
+		// job joins the RPC's own (new) trace.
+		opts.TraceID = sc.TraceID().String()
+	}
 	return opts, nil
+}
+
+// submitAttrs are a submit span's attributes (§11 recommends
+// arcp.lease.expires_at).
+func submitAttrs(sub arcp.Submit, opts upstream.SubmitOptions) []attribute.KeyValue {
+	a := []attribute.KeyValue{attribute.String("arcp.agent", sub.Agent), attribute.String("arcp.trace_id", opts.TraceID)}
+	if sub.LeaseConstraints != nil {
+		a = append(a, attribute.String("arcp.lease.expires_at", sub.LeaseConstraints.ExpiresAt))
+	}
+	return a
 }
 
 // checkExtraFeatures refuses extras whose feature the session did not
@@ -380,7 +398,9 @@ func (s *service) ListJobs(ctx context.Context, req *sessiongatev1.ListJobsReque
 	if filter != (jobFilter{}) {
 		q.Filter, _ = json.Marshal(filter.arcp())
 	}
-	page, err := sess.Conn.ListJobs(ctx, q)
+	lctx, span := upstreamSpan(ctx, "session.list_jobs")
+	page, err := sess.Conn.ListJobs(lctx, q)
+	endSpan(span, err)
 	if err != nil {
 		return nil, s.err(err)
 	}
@@ -643,7 +663,9 @@ func (s *service) SubscribeJob(ctx context.Context, req *sessiongatev1.Subscribe
 		return nil, gatewayStatus(codes.NotFound, "JOB_NOT_FOUND",
 			"job not found among the jobs of your sessions on this runtime (on this gateway instance)", nil)
 	}
-	d, err := sess.Conn.SubscribeJob(ctx, arcp.Subscribe{JobID: req.GetJobId(), FromEventSeq: req.GetFromEventSeq(), History: req.GetHistory()})
+	sctx, span := upstreamSpan(ctx, "job.subscribe", attribute.String("arcp.job_id", req.GetJobId()))
+	d, err := sess.Conn.SubscribeJob(sctx, arcp.Subscribe{JobID: req.GetJobId(), FromEventSeq: req.GetFromEventSeq(), History: req.GetHistory()})
+	endSpan(span, err)
 	if err != nil {
 		return nil, s.err(err)
 	}

@@ -333,7 +333,9 @@ func (s *service) submit(ctx context.Context, req jobRequest) (*session.Session[
 		release()
 		return nil, nil, arcp.Accepted{}, s.err(err)
 	}
-	acc, err := sess.Conn.SubmitWith(ctx, sub, opts)
+	sctx, span := upstreamSpan(ctx, "job.submit", submitAttrs(sub, opts)...) // tracing.go
+	acc, err := sess.Conn.SubmitWith(sctx, sub, opts)
+	endSpan(span, err)
 	if acc.TraceID == "" {
 		acc.TraceID = opts.TraceID // the runtime did not echo it
 	}

@@ -40,6 +40,7 @@ type options struct {
 	backoffMax          time.Duration
 	shutdownTimeout     time.Duration
 	logLevel, logFormat string
+	otlpEndpoint        string
 
 	// Cluster mode (see cluster.go).
 	redisURL      string
@@ -107,6 +108,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	dur(&o.requestTimeout, "request-timeout", "SESSIONGATE_REQUEST_TIMEOUT", 30*time.Second, "default upstream request timeout (a term of the tombstone TTL)")
 	dur(&o.backoffMax, "backoff-max", "SESSIONGATE_BACKOFF_MAX", 30*time.Second, "longest upstream reconnect backoff")
 	dur(&o.shutdownTimeout, "shutdown-timeout", "SESSIONGATE_SHUTDOWN_TIMEOUT", 30*time.Second, "graceful shutdown deadline before a hard stop")
+	str(&o.otlpEndpoint, "otlp-endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT", "", "OTLP/gRPC collector (host:port or URL) for OpenTelemetry spans of RPCs and upstream requests; empty: no tracing")
 	str(&o.logLevel, "log-level", "SESSIONGATE_LOG_LEVEL", "info", "debug, info, warn or error")
 	str(&o.logFormat, "log-format", "SESSIONGATE_LOG_FORMAT", "auto", "json, text, or auto (text on a terminal, else JSON)")
 

@@ -36,6 +36,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
+	tp, stopTracing, err := setupTracing(ctx, o.otlpEndpoint, log) // otel.go
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// Flush batched spans, bounded: a collector that is gone must not
+		// hold the exit.
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = stopTracing(fctx)
+	}()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
@@ -112,6 +123,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Registry:        reg,
 		Logger:          log,
 		Cluster:         cl.config(),
+		TracerProvider:  tp,
 	})
 	if err != nil {
 		return err

@@ -29,6 +29,11 @@ type Report struct {
 	Faults     map[string]int            `json:"faults"`
 	Upstream   map[string]uint64         `json:"upstream"` // the gateway's upstream counters (non-zero)
 	Runtime    map[string]int64          `json:"runtime"`  // the reference runtime's counters
+	// RetainedAfter is the gateway's retained-bytes budget in use once every
+	// session is closed (should be 0); Overreleased counts releases of more
+	// than was held (a bug of the releaser).
+	RetainedAfter int64  `json:"retained_bytes_after"`
+	Overreleased  uint64 `json:"retained_overreleased"`
 
 	Streams          int `json:"streams_checked"`
 	Events           int `json:"events_checked"`
@@ -85,6 +90,9 @@ func (r *Report) finish() {
 	add(r.Goroutines.Leaked, "goroutines leaked")
 	add(r.NoDefiniteEnd, "calls without a definite end")
 	r.Pass = len(r.Violations) == 0
+	if r.RetainedAfter != 0 || r.Overreleased != 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("retained-bytes budget after every session closed: %d bytes in use, %d over-releases", r.RetainedAfter, r.Overreleased))
+	}
 	for _, k := range sortedKeys(r.Reasons) {
 		for _, code := range []string{" Internal ", " Unknown ", " DataLoss "} {
 			if strings.Contains(k, code) {
@@ -113,15 +121,19 @@ func counterMap(c *upstream.Counters) map[string]uint64 {
 }
 
 func snake(s string) string {
+	upper := func(i int) bool { return i >= 0 && i < len(s) && s[i] >= 'A' && s[i] <= 'Z' }
 	var b strings.Builder
-	for i, r := range s {
-		if r >= 'A' && r <= 'Z' {
-			if i > 0 && !(s[i-1] >= 'A' && s[i-1] <= 'Z') {
+	for i := range len(s) {
+		c := s[i]
+		if upper(i) {
+			// A word starts at an upper-case letter after a lower-case one,
+			// or at the last capital of an acronym (JobIDReused: job_id_reused).
+			if i > 0 && (!upper(i-1) || i+1 < len(s) && !upper(i+1)) {
 				b.WriteByte('_')
 			}
-			r += 'a' - 'A'
+			c += 'a' - 'A'
 		}
-		b.WriteRune(r)
+		b.WriteByte(c)
 	}
 	return b.String()
 }
@@ -160,6 +172,7 @@ func writeText(w io.Writer, r *Report) {
 	p("faults injected: %s", kv(r.Faults))
 	p("upstream counters: %s", kv(r.Upstream))
 	p("runtime: %s", kv(r.Runtime))
+	p("retained bytes after: %d in use, %d over-released", r.RetainedAfter, r.Overreleased)
 	p("")
 	p("streams checked %d, events checked %d", r.Streams, r.Events)
 	p("misdeliveries %d, events lost %d, events duplicated %d, calls without a definite end %d",

@@ -268,6 +268,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		rep.Goroutines.Growth = after.growth(base)
 	}
 	rep.Heap.AfterAlloc, rep.Heap.AfterInuse = ms.HeapAlloc, ms.HeapInuse
+	rb := r.gw.RetainedBytes().Stats()
+	rep.RetainedAfter, rep.Overreleased = rb.InUse, rb.Overreleased
 
 	rep.Faults = faults.snapshot()
 	rep.Upstream = counterMap(r.counters)

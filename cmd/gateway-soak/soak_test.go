@@ -135,3 +135,11 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+func TestSnake(t *testing.T) {
+	for in, want := range map[string]string{"JobIDReused": "job_id_reused", "FIFOStalls": "fifo_stalls", "Resumes": "resumes", "OutcomeUnknown": "outcome_unknown"} {
+		if got := snake(in); got != want {
+			t.Errorf("snake(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -16,16 +16,20 @@ import (
 )
 
 // quickstartLines returns the command lines of README.md's quickstart block.
-func quickstartLines(t *testing.T) []string {
+func quickstartLines(t *testing.T) []string { return readmeBlock(t, "quickstart") }
+
+// readmeBlock returns the command lines of README.md's block between
+// <!-- name:begin --> and <!-- name:end -->.
+func readmeBlock(t *testing.T, name string) []string {
 	t.Helper()
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, ok := strings.Cut(string(readme), "<!-- quickstart:begin -->")
-	block, _, ok2 := strings.Cut(rest, "<!-- quickstart:end -->")
+	_, rest, ok := strings.Cut(string(readme), "<!-- "+name+":begin -->")
+	block, _, ok2 := strings.Cut(rest, "<!-- "+name+":end -->")
 	if !ok || !ok2 {
-		t.Fatal("README.md has no quickstart block")
+		t.Fatalf("README.md has no %s block", name)
 	}
 	var lines []string
 	for _, l := range strings.Split(block, "\n") {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -16,16 +18,44 @@ import (
 	sessiongatev1 "github.com/sessiongate/sessiongate/gen/sessiongate/v1"
 )
 
-// toxiproxy's link goroutines can outlive the connection a toxic cut (a
-// reset_peer toxic stops reading its input and leaves the stub before it
-// blocked); they belong to the test rig, not to the gateway.
+// TestMain checks for leaked goroutines after the tests, except the fault
+// proxy's: toxiproxy's link goroutines can outlive the connection a toxic
+// cut (a reset_peer toxic stops reading its input, and the stub before it
+// blocks); they belong to the test rig, not to the gateway.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2/toxics.(*NoopToxic).Pipe"),
-		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2/stream.(*ChanWriter).Write"),
-		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2.(*ToxicLink).read"),
-		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2.(*ToxicLink).write"),
-	)
+	code := m.Run()
+	if code == 0 {
+		var opts []goleak.Option
+		for _, fn := range proxyFunctions() {
+			opts = append(opts, goleak.IgnoreAnyFunction(fn))
+		}
+		if err := goleak.Find(opts...); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// proxyFunctions names every toxiproxy function on a goroutine's stack now.
+func proxyFunctions() []string {
+	buf := make([]byte, 1<<22)
+	buf = buf[:runtime.Stack(buf, true)]
+	seen := map[string]bool{}
+	var out []string
+	for _, line := range strings.Split(string(buf), "\n") {
+		if !strings.HasPrefix(line, proxyMarker) {
+			continue
+		}
+		if i := strings.LastIndex(line, "("); i > 0 {
+			line = line[:i]
+		}
+		if !seen[line] {
+			seen[line] = true
+			out = append(out, line)
+		}
+	}
+	return out
 }
 
 // TestSoakShort runs the CI soak in-process: the reference runtime behind

@@ -79,6 +79,7 @@ type HeapFigures struct {
 
 // finish lists the violations and sets Pass.
 func (r *Report) finish() {
+	r.Violations = []string{}
 	add := func(n int, what string) {
 		if n > 0 {
 			r.Violations = append(r.Violations, fmt.Sprintf("%d %s", n, what))

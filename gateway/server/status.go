@@ -213,6 +213,9 @@ func toStatus(log *slog.Logger, err error) error {
 	case errors.Is(err, upstream.ErrSlowConsumer):
 		return gatewayStatus(codes.ResourceExhausted, "SLOW_CONSUMER",
 			"the stream fell too far behind the job's events and the session's event buffer is full: watch again with from_event_seq", nil)
+	case errors.Is(err, upstream.ErrResultEvicted):
+		return gatewayStatus(codes.ResourceExhausted, "RESULT_EVICTED",
+			"the job ended but its result was not collected before the retained-bytes budget or the session's buffer needed the room: collect results promptly (RunJob, WatchJob) or raise --max-retained-bytes-per-caller", nil)
 	case errors.Is(err, upstream.ErrFeatureNotNegotiated):
 		return gatewayStatus(codes.FailedPrecondition, "FEATURE_NOT_NEGOTIATED", "the runtime did not negotiate the feature this call needs", nil)
 	case errors.Is(err, upstream.ErrDetached):

@@ -19,6 +19,10 @@ var (
 	// (or the history a Watch asked for) was the slowest; the events it had
 	// not read are gone. Watch again from a later event_seq.
 	ErrSlowConsumer = errors.New("upstream: slow consumer: events no longer retained")
+	// ErrResultEvicted: the job ended but its result was not collected
+	// before the session's buffer caps or the caller's retained-bytes
+	// budget needed the room.
+	ErrResultEvicted = errors.New("upstream: result evicted: not collected before the retained-bytes budget or the buffer caps needed the room")
 	// ErrDetached: the connection let go of the session without closing it
 	// (Detach): another gateway instance owns it now.
 	ErrDetached = errors.New("upstream: session detached: another instance owns it")

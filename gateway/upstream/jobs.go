@@ -78,6 +78,7 @@ type job struct {
 	subscribed bool // attached by job.subscribe: observed, not ours to cancel
 	chunks     chunkAssembler
 	doneCh     chan struct{} // JobDone, created on demand
+	evicted    bool          // the terminal was trimmed under the caps: Wait says ErrResultEvicted
 }
 
 // waitChLocked returns a channel closed at j's next change.
@@ -182,12 +183,7 @@ func (c *Conn) removeJobLocked(j *job) {
 	// The record may stay referenced (the finished queue, a watcher)
 	// until its retention ends: keep the terminal's outline, not its
 	// payload.
-	if t := j.term; t != nil && t.Result != nil {
-		r := *t.Result
-		r.Result = nil
-		j.term = &Item{Seq: t.Seq, Result: &r}
-	}
-	j.chunks = chunkAssembler{}
+	j.stripTerm()
 	if j.term == nil {
 		delete(c.live, j)
 		c.liveJobs--
@@ -230,6 +226,12 @@ func (c *Conn) trimLocked(j *job, n int) {
 	j.cumBase = newBase
 	j.base += n
 	if n == len(j.items) {
+		if j.term != nil {
+			// The terminal itself went: its payload must go too (the
+			// record shares it), and Wait says so definitely.
+			j.stripTerm()
+			j.evicted = true
+		}
 		j.items, j.cum = nil, nil
 	} else if n > cap(j.items)/2 {
 		j.items = slices.Clone(j.items[n:])
@@ -314,6 +316,17 @@ func (c *Conn) releaseRetainedLocked() {
 		c.cfg.RetainedBytes.Release(c.reserved)
 	}
 	c.reserved = 0
+}
+
+// stripTerm drops the terminal's payload (and an assembled result),
+// keeping its outline.
+func (j *job) stripTerm() {
+	if t := j.term; t != nil && t.Result != nil {
+		r := *t.Result
+		r.Result = nil
+		j.term = &Item{Seq: t.Seq, Result: &r}
+	}
+	j.chunks = chunkAssembler{}
 }
 
 // closeDoneLocked closes j's JobDone channel.
@@ -526,6 +539,9 @@ func (c *Conn) Wait(ctx context.Context, jobID string) (Terminal, error) {
 	for {
 		if j.removed {
 			return Terminal{}, ErrUnknownJob
+		}
+		if j.evicted {
+			return Terminal{}, ErrResultEvicted
 		}
 		if t := j.term; t != nil {
 			term := Terminal{Seq: t.Seq, Result: t.Result, Error: t.Error, Extensions: t.Extensions}

@@ -49,11 +49,12 @@ type request struct {
 	// Submits: the correlation core's handle, the idempotency key on the
 	// wire, whether it is the caller's own, and whether it was ever written
 	// (from then on the core owns its slot).
-	cid       correlate.ID
-	key       string
-	callerKey bool
-	written   bool
-	done      chan struct{}
+	cid         correlate.ID
+	key         string
+	callerTrace bool // the trace id is the caller's: it may name other jobs too
+	callerKey   bool
+	written     bool
+	done        chan struct{}
 
 	// Answer.
 	acc  arcp.Accepted
@@ -199,6 +200,7 @@ func (c *Conn) encodeRequestWith(kind reqKind, typ, jobID string, payload any, o
 	r := newRequest(kind, env)
 	if kind == kindSubmit && !c.cfg.knobs.noTraceIDs {
 		r.traceID = opts.TraceID
+		r.callerTrace = r.traceID != ""
 		if r.traceID == "" {
 			r.traceID = newTraceID()
 		}

@@ -275,7 +275,13 @@ func (c *Conn) takeBatch(t *transport, batch [][]byte) [][]byte {
 		r.state = stateSent
 		r.gen = t.gen
 		if r.kind == kindSubmit {
-			if !c.core.Written(r.cid, r.id, r.traceID, r.key, r.callerKey) {
+			// Only trace ids the connection minted identify a submit: a
+			// caller's trace id may be shared by many jobs, old and new.
+			trace := r.traceID
+			if r.callerTrace {
+				trace = ""
+			}
+			if !c.core.Written(r.cid, r.id, trace, r.key, r.callerKey) {
 				continue // the core did not ask for this write
 			}
 			r.written = true

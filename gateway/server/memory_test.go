@@ -101,7 +101,7 @@ func TestRetainedMemoryBounded(t *testing.T) {
 			c.Runtimes = []Runtime{{Name: "default", URL: url}}
 			c.MaxRetainedBytesPerCaller = int64(budgetMiB) << 20
 		},
-		dial:   []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(32<<20), grpc.MaxCallSendMsgSize(32<<20))},
+		dial: []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(32<<20), grpc.MaxCallSendMsgSize(32<<20))},
 	})
 	ctx := ctxT(t, 120*time.Second)
 	big := structpb.NewStringValue(strings.Repeat("x", 7<<20))

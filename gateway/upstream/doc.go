@@ -48,56 +48,51 @@
 //
 // # Correlation
 //
-// ARCP's job.submit has no request id: the runtime answers a session's
-// submits in order, with job.accepted or a session.error naming the submit's
-// envelope id. The writer appends a submit to the session's FIFO at the
-// moment it takes the frame for the wire, under the mutex, so FIFO order is
-// wire order. job.accepted goes to the FIFO's head; a session.error with
-// request_id removes exactly that request (submit, list_jobs, subscribe,
-// cancel) and moves nobody else; one without request_id ends the session
-// (*LostError with its code).
+// Every decision about who an answer belongs to is made by the sans-IO core
+// in internal/correlate (its package documentation has the rules, the
+// dialect each one serves, and the spec gaps and how they were decided); the
+// connection feeds it events and carries out its actions under the mutex.
+// In short: ARCP's job.accepted carries no request id, so accepts go to the
+// FIFO of written submits in wire order, checked by trace id when the
+// runtime echoes the connection's own trace ids, and by idempotency key when
+// the job id is already known (an idempotent replay, §7.2, carries the
+// original trace id; a runtime that reuses another submit's live job id
+// fails that submit with ErrOutcomeUnknown). Rejections come as
+// session.error{request_id} (Go SDK, reference) or positionally: job.error
+// under a job id never accepted, job.error DUPLICATE_KEY on the existing
+// job, session.error without request_id (TS SDK, draft §13.8).
 //
-// A submit whose caller gives up (its ctx ends) after it was sent keeps its
-// FIFO slot as a tombstone. Its late job.accepted is matched to the
-// tombstone, never to the next caller; the job is an orphan: job.cancel is
-// sent, OrphansCancelled counted, and the job id tombstoned, so that its
-// events and terminal are dropped as late answers. A submit abandoned before
-// it was sent is simply removed from the outbox.
+// Every submit carries an idempotency key: the caller's, namespaced by
+// Config.KeyNamespace (the caller identity: every session of a gateway may
+// share one upstream principal), or one of the connection's own. That makes
+// a submit safe to write again, which is how submits in flight across a
+// transport drop are recovered (below).
 //
-// Every submit carries a fresh random trace_id. When the runtime is seen to
-// copy it onto job.accepted (the reference runtime does), accepts are also
-// checked against it: an accept whose trace id belongs to no waiting submit
-// (for example one answering an earlier transport's submit) is counted as
-// StaleGeneration and its job cancelled as an orphan, instead of being
-// matched by position. Runtimes that do not echo trace ids get the pure FIFO.
+// A submit whose caller gives up after it was written keeps its FIFO slot as
+// a tombstone: its late accept is never handed to anybody else, and the job
+// is cancelled upstream as an orphan. An abandoned head past its TTL drops
+// the transport only when no live caller waits behind it.
 //
 // The connection never guesses. A job.accepted or session.error that cannot
-// be read (or any undecodable frame whose type might be one of them) while
-// submits wait could have been the head's answer: the transport is dropped
-// rather than risk shifting the FIFO.
+// be read while submits wait could have been the head's answer: the
+// transport is dropped, and the submits are reconciled after the resume.
 //
-// A tombstoned slot must not expire while its generation lives: removing it
-// would shift every later accept onto the wrong caller. If a tombstoned
-// submit is still at the head of the FIFO past its TTL, the runtime has
-// broken the protocol (every submit gets exactly one answer, in order), so
-// the transport is dropped (FIFOStalls); the resume starts a new generation
-// with an empty FIFO.
+// # Generations and reconciliation
 //
-// # Generations
-//
-// The generation is bumped by every successful (re)initialisation. The
-// reader of a transport the connection has given up (a drop was decided) or
-// of an older generation has its frames dropped and counted
-// (StaleGeneration). When a transport ends, its generation's requests are
-// settled: sent submits cannot be answered on another transport (resume
-// replays only events), so they fail with ErrOutcomeUnknown (retry with an
-// idempotency key); tombstoned slots are discarded; sent list_jobs,
-// subscribe and cancel requests are harmless to repeat and are re-sent,
-// with fresh ids, on the next transport; requests never sent stay queued.
-// Jobs accepted for lost submits show up as events for an unknown job id
-// after the resume: they are orphans and are cancelled. (A caller that
-// retries such a submit with the same idempotency key is handed the original
-// job by the runtime, which may by then have been cancelled as an orphan.)
+// The generation is bumped by every successful (re)initialisation; frames of
+// a transport the connection has given up are dropped and counted
+// (StaleGeneration). When a transport ends, its unanswered submits are not
+// failed: they move to the core's limbo. After the resume the connection
+// writes a barrier (session.list_jobs when negotiated, else a job.cancel for
+// a job id that cannot exist) before any new submit; every answer before the
+// barrier's belongs to an older write. The list answer binds lost submits by
+// their trace ids (§6.6); the live rest are written again with the same key
+// and trace id, so the runtime either replays the original accept or creates
+// the job now. Events of jobs not yet claimed are held until reconciliation
+// ends; what nobody claims is cancelled. Sent list_jobs, subscribe and
+// cancel requests are harmless to repeat and are re-sent with fresh ids.
+// Cancels a caller could not wait for are the connection's until job.cancelled
+// or the job's end confirms them, and are re-sent after every resume.
 //
 // # Tombstones
 //
@@ -116,22 +111,31 @@
 //
 // # Reconnect and resume
 //
-// Any transport drop (read or write error, oversize frame, event_seq gap,
-// HEARTBEAT_LOST, FIFO stall, unreadable answer) leads to a resume:
-// session.hello with resume{session_id, the latest resume_token,
-// last_event_seq}, after a backoff from BackoffInitial doubling to
-// BackoffMax with ±20% jitter (reset after each success). Every welcome
-// rotates the resume token. The resume is given up — the session is lost,
-// every waiter gets a *LostError promptly and Done closes — when the runtime
-// answers with a session.error (RESUME_WINDOW_EXPIRED, UNAUTHENTICATED, or
-// any non-retryable code), when it resumes a different session, or when dial
-// attempts keep failing until the resume window (from the latest welcome)
-// has passed since the drop. (A resume handshake that times out after the
-// runtime has already used the single-use token makes the next attempt fail
-// with UNAUTHENTICATED; the protocol offers no way back, so the session is
-// then lost.) A frame the runtime keeps replaying that we
-// cannot take (oversize, or a gap that does not close) would loop forever:
-// three such drops in a row without a new event end the session.
+// Any transport drop (read or write error, oversize frame, an event_seq hole
+// that does not close within the reorder window, heartbeat loss or a
+// HEARTBEAT_LOST notice, a FIFO stall, an unreadable answer, an unanswered
+// barrier) leads to a resume: session.hello with resume{session_id, the
+// latest resume_token, last_event_seq}, after a backoff from BackoffInitial
+// doubling to BackoffMax with ±20% jitter. Every welcome rotates the resume
+// token (Config.OnWelcome sees each). The newest event is never acked, so a
+// runtime that refuses a resume with nothing to replay (the TS SDK, against
+// §6.3) is asked again from one event earlier. The resume is given up — the
+// session is lost, every waiter gets a *LostError promptly and Done closes —
+// when the runtime answers with RESUME_WINDOW_EXPIRED, UNAUTHENTICATED or
+// any non-retryable error, when it resumes a different session, or when dial
+// attempts keep failing until the resume window has passed since the drop.
+// A frame the runtime keeps replaying that cannot be taken would loop
+// forever: three such drops in a row without a new event end the session.
+//
+// Config.Resume makes Dial take over an existing session (another gateway
+// replica's); Detach lets a session go without session.close, for the
+// replica that takes it next. Close during a reconnect makes one bounded
+// resume to send session.close (falling back to session.bye, with the
+// caller's reason, for runtimes that know only bye).
+//
+// Sequenced envelopes (job.event, job.result, job.error and, from the Go
+// SDK, job.cancelled) pass a reorder window (64 frames, 4 MiB, 1 s) before
+// delivery: the Go SDK puts concurrent jobs' seqs slightly out of order.
 //
 // # Heartbeat and ack
 //

@@ -24,6 +24,7 @@ import (
 
 	"github.com/sessiongate/sessiongate/gateway/cluster"
 	"github.com/sessiongate/sessiongate/gateway/directory"
+	"github.com/sessiongate/sessiongate/gateway/session"
 	"github.com/sessiongate/sessiongate/gateway/upstream"
 	sessiongatev1 "github.com/sessiongate/sessiongate/gen/sessiongate/v1"
 )
@@ -40,6 +41,9 @@ const (
 	// clients go direct next time.
 	MetadataOwner     = "x-sessiongate-owner"
 	MetadataOwnerAddr = "x-sessiongate-owner-addr"
+	// MetadataServedBy names the replica the caller reached (which may
+	// have forwarded the call to the owner).
+	MetadataServedBy = "x-sessiongate-served-by"
 
 	// Hop headers of a forwarded call. A call carrying any of them is
 	// accepted only with a valid HMAC of the cluster secret, and is never
@@ -255,6 +259,17 @@ func (c *clusterState) route(ctx context.Context, id string) (cluster.Action, st
 	if a != cluster.TakeOver {
 		return a, f.OwnerAddr, f.Owner, nil
 	}
+	if c.draining.Load() {
+		// This replica is handing its sessions off: it takes none over,
+		// but waits (briefly) for the replica that adopts this one and
+		// forwards the call there.
+		if !f.Forwarded {
+			if owner, addr, ok := c.awaitOwner(ctx, id); ok {
+				return cluster.Forward, addr, owner, nil
+			}
+		}
+		return cluster.TakeOver, "", "", session.ErrDraining
+	}
 	_, _, err = c.takeOver(id, "call")
 	var owned *directory.OwnedError
 	switch {
@@ -270,6 +285,34 @@ func (c *clusterState) route(ctx context.Context, id string) (cluster.Action, st
 	}
 	return cluster.Serve, "", c.self, nil
 }
+
+// awaitOwner polls the directory until another live replica owns the
+// session (a sweeper adopts released sessions within SweepEvery), for at
+// most drainForwardWait.
+func (c *clusterState) awaitOwner(ctx context.Context, id string) (owner, addr string, ok bool) {
+	wctx, cancel := context.WithTimeout(ctx, drainForwardWait)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		rec, err := c.dir.Get(wctx, id)
+		if err == nil && rec.OwnerLive && rec.Owner != c.self && rec.OwnerAddr != "" {
+			return rec.Owner, rec.OwnerAddr, true
+		}
+		if err != nil && !errors.Is(err, directory.ErrUnavailable) {
+			return "", "", false
+		}
+		select {
+		case <-wctx.Done():
+			return "", "", false
+		case <-tick.C:
+		}
+	}
+}
+
+// drainForwardWait bounds how long a draining replica waits for another to
+// adopt a session it handed off before it answers UNAVAILABLE.
+const drainForwardWait = 3 * time.Second
 
 // routeError is the status of a decision that does not run the handler.
 func (c *clusterState) routeError(a cluster.Action, id, owner, addr string, err error) error {
@@ -297,7 +340,7 @@ func (c *clusterState) hints(owner, addr string) metadata.MD {
 	if owner == c.self {
 		addr = c.cfg.Advertise
 	}
-	return metadata.Pairs(MetadataOwner, owner, MetadataOwnerAddr, addr)
+	return metadata.Pairs(MetadataOwner, owner, MetadataOwnerAddr, addr, MetadataServedBy, c.self)
 }
 
 // ownerHints picks the owner metadata out of a peer's response metadata.
@@ -409,10 +452,12 @@ func (c *clusterState) forwardUnary(ctx context.Context, method string, mi *meth
 	if len(h) == 0 {
 		h = c.hints(owner, addr)
 	}
+	h.Set(MetadataServedBy, c.self)
 	_ = grpc.SetHeader(ctx, h)
 	if t := ownerHints(trl); len(t) > 0 {
 		h = t
 	}
+	h.Set(MetadataServedBy, c.self)
 	_ = grpc.SetTrailer(ctx, h)
 	c.m.forwards.WithLabelValues(method, status.Code(err).String()).Inc()
 	if err != nil {
@@ -571,12 +616,15 @@ func (c *clusterState) forwardStream(ss grpc.ServerStream, method string, mi *me
 		if len(h) == 0 {
 			h = c.hints(owner, addr)
 		}
+		h.Set(MetadataServedBy, c.self)
 		_ = ss.SetHeader(h)
 	}
 	for {
 		m := mi.out.New().Interface()
 		if err := cs.RecvMsg(m); err != nil {
-			ss.SetTrailer(ownerHints(cs.Trailer()))
+			t := ownerHints(cs.Trailer())
+			t.Set(MetadataServedBy, c.self)
+			ss.SetTrailer(t)
 			if errors.Is(err, io.EOF) {
 				return nil
 			}

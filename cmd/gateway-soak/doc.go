@@ -3,8 +3,9 @@
 // the gateway pointed at the proxy, and a bounded mixed load of real gRPC
 // calls; it injects network faults on a schedule drawn from a seed, checks
 // every answer and every stream, and prints what happened. It exits 1 on
-// any misdelivery, lost or duplicated event, leaked goroutine or call
-// without a definite end.
+// any misdelivery, lost or duplicated event, leaked goroutine, call
+// without a definite end, or retained bytes still accounted to closed
+// sessions.
 //
 //	go run ./cmd/gateway-soak                       # 10 minutes, reference dialect, seed 1
 //	go run ./cmd/gateway-soak -short                # CI: 20 s of load, about 35 s in all
@@ -103,6 +104,9 @@
 //     within a tolerance of 5, waited for at most 30 s. The groups that
 //     grew are printed. Heap (HeapAlloc, HeapInuse after GC) before and
 //     after is printed, not checked.
+//   - Retained bytes leaked: once every session is closed, the gateway's
+//     retained-bytes budget (results and events held for callers) must be
+//     back to zero within 5 s, and never released more than was held.
 //
 // The report also gives faults injected by kind, the gateway's upstream
 // counters (every field of upstream.Counters that is not zero: reconnects,

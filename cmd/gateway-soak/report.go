@@ -90,10 +90,10 @@ func (r *Report) finish() {
 	add(r.EventsDuplicated, "events duplicated")
 	add(r.Goroutines.Leaked, "goroutines leaked")
 	add(r.NoDefiniteEnd, "calls without a definite end")
-	r.Pass = len(r.Violations) == 0
 	if r.RetainedAfter != 0 || r.Overreleased != 0 {
-		r.Notes = append(r.Notes, fmt.Sprintf("retained-bytes budget after every session closed: %d bytes in use, %d over-releases", r.RetainedAfter, r.Overreleased))
+		r.Violations = append(r.Violations, fmt.Sprintf("retained-bytes budget leaked: %d bytes still in use after every session closed, %d over-releases", r.RetainedAfter, r.Overreleased))
 	}
+	r.Pass = len(r.Violations) == 0
 	for _, k := range sortedKeys(r.Reasons) {
 		for _, code := range []string{" Internal ", " Unknown ", " DataLoss "} {
 			if strings.Contains(k, code) {

@@ -268,7 +268,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		rep.Goroutines.Growth = after.growth(base)
 	}
 	rep.Heap.AfterAlloc, rep.Heap.AfterInuse = ms.HeapAlloc, ms.HeapInuse
+	// Every session is closed: the retained-bytes budget must come back to
+	// zero (waited for, bounded, like the goroutines).
+	sctx, cancel = context.WithTimeout(ctx, 5*time.Second)
 	rb := r.gw.RetainedBytes().Stats()
+	for rb.InUse != 0 && sleepCtx(sctx, 100*time.Millisecond) {
+		rb = r.gw.RetainedBytes().Stats()
+	}
+	cancel()
 	rep.RetainedAfter, rep.Overreleased = rb.InUse, rb.Overreleased
 
 	rep.Faults = faults.snapshot()

@@ -40,6 +40,9 @@ type options struct {
 	token   string
 	noRetry bool
 	dial    []grpc.DialOption
+
+	affinity bool     // WithSessionAffinity
+	replicas []string // WithReplicas
 }
 
 // WithTransportCredentials sets the connection's credentials (default:
@@ -81,11 +84,19 @@ func New(target string, opts ...Option) (*Client, error) {
 		opt(&o)
 	}
 	dial := []grpc.DialOption{grpc.WithTransportCredentials(o.creds)}
+	var sc string
 	if !o.noRetry {
-		sc, err := RetryServiceConfig()
-		if err != nil {
+		var err error
+		if sc, err = RetryServiceConfig(); err != nil {
 			return nil, err
 		}
+	}
+	target, sc, extra, err := o.dialTarget(target, sc)
+	if err != nil {
+		return nil, err
+	}
+	dial = append(dial, extra...)
+	if sc != "" {
 		dial = append(dial, grpc.WithDefaultServiceConfig(sc))
 	}
 	conn, err := grpc.NewClient(target, append(dial, o.dial...)...)

@@ -511,7 +511,7 @@ func parseJobFilter(s string) (jobFilter, error) {
 				return f, errors.New("create_time supports only >")
 			}
 			t, err := time.Parse(time.RFC3339Nano, strings.Trim(val, `"`))
-			if err != nil {
+			if y := t.UTC().Year(); err != nil || y < 0 || y > 9999 { // in UTC, still a 4-digit year
 				return f, errors.New("create_time must be compared to an RFC 3339 time in quotes")
 			}
 			f.createdAfter = t.UTC().Format(time.RFC3339Nano)
@@ -615,7 +615,9 @@ func sealPageToken(caller, sessionID, filter, cursor string) string {
 func openPageToken(tok, caller, sessionID, filter string) (string, error) {
 	bad := errors.New("not a page token this gateway issued: pass next_page_token unchanged")
 	b, err := base64.RawURLEncoding.DecodeString(tok)
-	if err != nil || len(b) < 1+8+8+1+16 || b[0] != 1 {
+	// The decoder skips CR and LF and ignores trailing bits: only the
+	// encoder's own spelling of a token is one.
+	if err != nil || len(b) < 1+8+8+1+16 || b[0] != 1 || base64.RawURLEncoding.EncodeToString(b) != tok {
 		return "", bad
 	}
 	body, mac := b[:len(b)-16], b[len(b)-16:]

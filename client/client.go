@@ -27,6 +27,9 @@ const (
 	TimeoutMetadataKey = "x-timeout-ms"
 	// SessionMetadataKey names the session of a session-scoped call.
 	SessionMetadataKey = "x-sessiongate-session"
+	// TraceparentMetadataKey carries the caller's W3C trace context; the
+	// trace id in it becomes the trace id of the jobs the call submits.
+	TraceparentMetadataKey = "traceparent"
 )
 
 // closeTimeout bounds Session.Close, which takes no context.
@@ -121,7 +124,9 @@ func (c *Client) Close() error {
 }
 
 // callContext adds the client's request metadata to ctx: the token, the
-// deadline as x-timeout-ms (unless the caller set one), and the session.
+// deadline as x-timeout-ms (unless the caller set one), the session, and
+// the traceparent of the context's OpenTelemetry span (unless the caller
+// set one).
 func (c *Client) callContext(ctx context.Context, sessionID string, sessionScoped bool) context.Context {
 	kv := make([]string, 0, 6)
 	if c.token != "" {
@@ -135,6 +140,11 @@ func (c *Client) callContext(ctx context.Context, sessionID string, sessionScope
 	}
 	if sessionScoped {
 		kv = append(kv, SessionMetadataKey, sessionID)
+	}
+	if tp := spanTraceparent(ctx); tp != "" {
+		if md, _ := metadata.FromOutgoingContext(ctx); len(md.Get(TraceparentMetadataKey)) == 0 {
+			kv = append(kv, TraceparentMetadataKey, tp)
+		}
 	}
 	if len(kv) == 0 {
 		return ctx
@@ -194,6 +204,47 @@ type JobOption func(*jobOptions)
 type jobOptions struct {
 	idempotencyKey string
 	maxRuntimeSec  uint32
+	agentVersion   string
+	lease          Lease
+	expiresAt      time.Time
+	extensions     map[string]any
+	traceparent    string
+}
+
+// Lease is a set of capability grants (ARCP §9): namespace ("fs.read",
+// "cost.budget", …) to patterns ("/workspace/**", "USD:5.00", …).
+type Lease map[string][]string
+
+// AgentVersion runs the job on this version of the agent (the agent name
+// must not name one too); the answer's Agent is the version resolved.
+func AgentVersion(v string) JobOption {
+	return func(o *jobOptions) { o.agentVersion = v }
+}
+
+// LeaseRequest asks the runtime for these capabilities; it grants them (the
+// answer's Lease) or refuses the job with PERMISSION_DENIED.
+func LeaseRequest(l Lease) JobOption {
+	return func(o *jobOptions) { o.lease = l }
+}
+
+// LeaseExpiresAt bounds the job's lease: a job still running at t fails with
+// LEASE_EXPIRED. t must be in the future.
+func LeaseExpiresAt(t time.Time) JobOption {
+	return func(o *jobOptions) { o.expiresAt = t }
+}
+
+// Extensions puts vendor extensions (keys "x-vendor.…", values anything
+// encoding/json can marshal) on the job's submit envelope.
+func Extensions(ext map[string]any) JobOption {
+	return func(o *jobOptions) { o.extensions = ext }
+}
+
+// Traceparent sends a W3C traceparent header with the call, so that the
+// job's trace id is the trace id in it. Without it the client sends the
+// traceparent of the context's OpenTelemetry span, if it has a valid one,
+// and otherwise none (the gateway then gives the job a fresh trace id).
+func Traceparent(tp string) JobOption {
+	return func(o *jobOptions) { o.traceparent = tp }
 }
 
 // IdempotencyKey makes a repeated submit with the same key and input return
@@ -216,6 +267,15 @@ type RunResult struct {
 	// float64, invalid UTF-8) and came as raw text, numbers are json.Number.
 	Result  any
 	Summary string
+	// Grant is what the runtime said of the job when it accepted it: the
+	// resolved agent, the trace id, the lease.
+	Grant
+	// ResultID and ResultSize are set when the result was streamed in
+	// result_chunk events; Result is then the assembled result.
+	ResultID   string
+	ResultSize int64
+	// Extensions are the vendor extensions of the job's result envelope.
+	Extensions map[string]any
 
 	value *structpb.Value
 	raw   []byte
@@ -237,13 +297,22 @@ func (s *Session) Run(ctx context.Context, agent string, input any, opts ...JobO
 	if err != nil {
 		return nil, err
 	}
-	resp, err := s.c.api.RunJob(s.c.callContext(ctx, s.id, true), &gatewayv1.RunJobRequest{
+	req := &gatewayv1.RunJobRequest{
 		SessionId: s.id, Agent: agent, Input: in, IdempotencyKey: o.idempotencyKey, MaxRuntimeSec: o.maxRuntimeSec,
-	})
+		AgentVersion: o.agentVersion, LeaseRequest: leaseProto(o.lease), LeaseConstraints: constraintsProto(o.expiresAt),
+	}
+	if req.Extensions, err = extensionsProto(o.extensions); err != nil {
+		return nil, err
+	}
+	resp, err := s.c.api.RunJob(s.c.callContext(o.context(ctx), s.id, true), req)
 	if err != nil {
 		return nil, wrapError(err)
 	}
-	res := &RunResult{JobID: resp.GetJobId(), Summary: resp.GetSummary(), value: resp.GetResult(), raw: resp.GetRawResult()}
+	res := &RunResult{
+		JobID: resp.GetJobId(), Summary: resp.GetSummary(), value: resp.GetResult(), raw: resp.GetRawResult(),
+		Grant:    grant(resp.GetAgent(), resp.GetTraceId(), resp.GetLease(), resp.GetLeaseConstraints(), resp.GetBudget()),
+		ResultID: resp.GetResultId(), ResultSize: resp.GetResultSize(), Extensions: extensionsMap(resp.GetExtensions()),
+	}
 	if len(res.raw) > 0 {
 		d := json.NewDecoder(bytes.NewReader(res.raw))
 		d.UseNumber()
@@ -257,18 +326,66 @@ func (s *Session) Run(ctx context.Context, agent string, input any, opts ...JobO
 }
 
 // Submit submits a job and returns its id once the runtime accepted it.
+// SubmitJob returns what else the runtime said.
 func (s *Session) Submit(ctx context.Context, agent string, input any, opts ...JobOption) (string, error) {
-	in, o, err := jobInput(input, opts)
+	job, err := s.SubmitJob(ctx, agent, input, opts...)
 	if err != nil {
 		return "", err
 	}
-	resp, err := s.c.api.SubmitJob(s.c.callContext(ctx, s.id, true), &gatewayv1.SubmitJobRequest{
-		SessionId: s.id, Agent: agent, Input: in, IdempotencyKey: o.idempotencyKey, MaxRuntimeSec: o.maxRuntimeSec,
-	})
+	return job.ID, nil
+}
+
+// Job is a job the runtime accepted.
+type Job struct {
+	ID         string
+	AcceptedAt time.Time
+	Grant
+	// Extensions are the vendor extensions of the job.accepted envelope.
+	Extensions map[string]any
+}
+
+// Grant is what the runtime says of a job it accepted.
+type Grant struct {
+	// Agent is the resolved agent, "name@version", when the runtime says.
+	Agent string
+	// TraceID is the job's W3C trace id: the caller's (see Traceparent), or
+	// a fresh one.
+	TraceID string
+	// Lease is the lease granted; nil when the runtime granted none.
+	Lease Lease
+	// LeaseExpiresAt is when the lease ends; zero when it does not.
+	LeaseExpiresAt time.Time
+	// Budget holds the initial budget per currency, when the lease has
+	// cost.budget.
+	Budget map[string]float64
+}
+
+// SubmitJob submits a job and returns it once the runtime accepted it.
+func (s *Session) SubmitJob(ctx context.Context, agent string, input any, opts ...JobOption) (*Job, error) {
+	in, o, err := jobInput(input, opts)
 	if err != nil {
-		return "", wrapError(err)
+		return nil, err
 	}
-	return resp.GetJobId(), nil
+	req := &gatewayv1.SubmitJobRequest{
+		SessionId: s.id, Agent: agent, Input: in, IdempotencyKey: o.idempotencyKey, MaxRuntimeSec: o.maxRuntimeSec,
+		AgentVersion: o.agentVersion, LeaseRequest: leaseProto(o.lease), LeaseConstraints: constraintsProto(o.expiresAt),
+	}
+	if req.Extensions, err = extensionsProto(o.extensions); err != nil {
+		return nil, err
+	}
+	resp, err := s.c.api.SubmitJob(s.c.callContext(o.context(ctx), s.id, true), req)
+	if err != nil {
+		return nil, wrapError(err)
+	}
+	job := &Job{
+		ID:         resp.GetJobId(),
+		Grant:      grant(resp.GetAgent(), resp.GetTraceId(), resp.GetLease(), resp.GetLeaseConstraints(), resp.GetBudget()),
+		Extensions: extensionsMap(resp.GetExtensions()),
+	}
+	if at := resp.GetAcceptedAt(); at != nil {
+		job.AcceptedAt = at.AsTime()
+	}
+	return job, nil
 }
 
 func jobInput(input any, opts []JobOption) (*structpb.Value, jobOptions, error) {

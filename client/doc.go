@@ -27,6 +27,18 @@
 // the request body. (The session-affine balancer itself will live in this
 // package.)
 //
+// # The ARCP job surface
+//
+// SubmitJob and Run take JobOptions for the agent version (AgentVersion), a
+// lease (LeaseRequest, LeaseExpiresAt) and vendor extensions (Extensions);
+// their answers carry the resolved agent, the job's trace id, the granted
+// lease, its expiry and the initial budget (Grant). ListJobs is an
+// iter.Seq2 that follows page tokens; Subscribe attaches a session to a job
+// of another of the caller's sessions. Every call sends the traceparent of
+// the context's OpenTelemetry span, when it has a valid one, unless the
+// outgoing metadata already has one; Traceparent sets one explicitly. The
+// gateway makes its trace id the job's trace id.
+//
 // # Values
 //
 // Job input is any value encoding/json can marshal; it travels as a

@@ -554,6 +554,9 @@ func filterTokens(s string) ([]string, error) {
 			for j < len(s) && !strings.ContainsRune(" \t\n()=<>:!\"", rune(s[j])) {
 				j++
 			}
+			if j == i { // a '!' without '='
+				return nil, fmt.Errorf("unexpected %q", s[i])
+			}
 			toks = append(toks, s[i:j])
 			i = j
 		}

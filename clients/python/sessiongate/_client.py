@@ -3,10 +3,11 @@ from __future__ import annotations
 import enum
 import json
 import math
+import re
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from importlib import resources
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import grpc
 
@@ -22,7 +23,39 @@ SESSION_METADATA_KEY = "x-sessiongate-session"
 """Request metadata naming the session of a session-scoped call, for
 session-affine routing; the gateway checks it against the request body."""
 
+TRACEPARENT_METADATA_KEY = "traceparent"
+"""Request metadata carrying the caller's W3C trace context; the gateway
+makes its trace id the trace id of the jobs the call submits."""
+
 Metadata = Tuple[Tuple[str, str], ...]
+
+Lease = Dict[str, List[str]]
+"""A set of capability grants (ARCP §9): namespace ("fs.read",
+"cost.budget", …) to patterns ("/workspace/**", "USD:5.00", …)."""
+
+_TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?")
+
+
+def trace_metadata(traceparent: str, tracestate: str = "") -> Metadata:
+    """Metadata carrying W3C trace context, for the ``metadata=`` of any call:
+    the job a call submits gets the trace id of ``traceparent``
+    (``"00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>"``). Raises
+    ``ValueError`` for a malformed traceparent (the gateway would ignore it
+    and give the job a fresh trace id). With OpenTelemetry, take the header
+    from ``opentelemetry.propagate.inject({})``."""
+    m = _TRACEPARENT.fullmatch(traceparent)
+    if (
+        m is None
+        or m.group(1) == "ff"
+        or (m.group(1) == "00" and m.group(5))
+        or int(m.group(2), 16) == 0
+        or int(m.group(3), 16) == 0
+    ):
+        raise ValueError(f"not a W3C traceparent: {traceparent!r}")
+    md: Metadata = ((TRACEPARENT_METADATA_KEY, traceparent),)
+    if tracestate:
+        md += (("tracestate", tracestate),)
+    return md
 
 
 def retry_service_config() -> str:
@@ -83,31 +116,116 @@ class SessionInfo:
     active_jobs: int
 
 
+class JobState(str, enum.Enum):
+    """Where a job stands."""
+
+    UNSPECIFIED = "unspecified"
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    TIMED_OUT = "timed_out"
+
+
 @dataclass(frozen=True)
 class RunResult:
-    """A successful job's result, from :meth:`Session.run`."""
+    """A successful job's result, from :meth:`Session.run`. ``agent`` is the
+    resolved agent ("name@version"), ``trace_id`` the job's W3C trace id;
+    ``lease``, ``lease_expires_at`` (aware, UTC) and ``budget`` what the
+    runtime granted. ``result_id`` and ``result_size`` are set when the
+    result was streamed in chunks (``result`` is then the assembled result);
+    ``extensions`` are the result envelope's ``x-vendor.*`` extensions."""
 
     job_id: str
     result: Any
     summary: str
+    agent: str = ""
+    trace_id: str = ""
+    lease: Optional[Lease] = None
+    lease_expires_at: Optional[datetime] = None
+    budget: Dict[str, float] = field(default_factory=dict)
+    result_id: str = ""
+    result_size: int = 0
+    extensions: Dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Job:
-    """A job the runtime accepted, from :meth:`Session.submit`."""
+    """A job the runtime accepted, from :meth:`Session.submit`; the fields
+    after ``accepted_at`` are as in :class:`RunResult`."""
 
     job_id: str
     accepted_at: Optional[datetime]
+    agent: str = ""
+    trace_id: str = ""
+    lease: Optional[Lease] = None
+    lease_expires_at: Optional[datetime] = None
+    budget: Dict[str, float] = field(default_factory=dict)
+    extensions: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """A job as the runtime describes it, from :meth:`Session.list_jobs` and
+    :meth:`Session.subscribe`. Times are aware (UTC)."""
+
+    job_id: str
+    agent: str
+    state: JobState
+    raw_status: str
+    lease: Optional[Lease]
+    lease_expires_at: Optional[datetime]
+    budget: Dict[str, float]
+    parent_job_id: str
+    created_at: Optional[datetime]
+    trace_id: str
+    last_event_seq: int
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """The answer of :meth:`Session.subscribe`: the job, the event_seq the
+    subscription starts from, and whether history was replayed."""
+
+    job: JobInfo
+    subscribed_from: int
+    replayed: bool
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A typed progress report; ``total`` is None when indeterminate."""
+
+    current: float
+    total: Optional[float]
+    units: str
+    message: str
+
+
+@dataclass(frozen=True)
+class ResultChunk:
+    """The metadata of one chunk of a streamed result (the data is the
+    event's ``body``)."""
+
+    result_id: str
+    chunk_seq: int
+    encoding: str  # "utf8" or "base64"
+    more: bool
 
 
 @dataclass(frozen=True)
 class JobEvent:
-    """An intermediate event of a watched job."""
+    """An intermediate event of a watched job; ``progress`` or
+    ``result_chunk`` is set for those kinds."""
 
     event_seq: int
     kind: str
     ts: Optional[datetime]
     body: Any
+    progress: Optional[Progress] = None
+    result_chunk: Optional[ResultChunk] = None
+    extensions: Dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -117,6 +235,9 @@ class JobResult:
     event_seq: int
     result: Any
     summary: str
+    result_id: str = ""
+    result_size: int = 0
+    extensions: Dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -129,6 +250,7 @@ class JobError:
     message: str
     retryable: bool
     details: Any
+    extensions: Dict[str, Any] = field(default_factory=dict)
 
 
 WatchItem = Union[JobEvent, JobResult, JobError]
@@ -138,6 +260,64 @@ def _ts(msg: Any, name: str) -> Optional[datetime]:
     if not msg.HasField(name):
         return None
     return getattr(msg, name).ToDatetime()
+
+
+def _aware(msg: Any, name: str) -> Optional[datetime]:
+    t = _ts(msg, name)
+    return t.replace(tzinfo=timezone.utc) if t is not None else None
+
+
+def _lease_out(msg: Any) -> Optional[Lease]:
+    if not msg.HasField("lease") or not msg.lease.capabilities:
+        return None
+    return {ns: list(p.patterns) for ns, p in msg.lease.capabilities.items()}
+
+
+def _expires_out(msg: Any) -> Optional[datetime]:
+    if not msg.HasField("lease_constraints"):
+        return None
+    return _aware(msg.lease_constraints, "expires_at")
+
+
+def _ext_out(ext: Any) -> Dict[str, Any]:
+    return {k: from_raw_or_value(b"", v) for k, v in ext.items()}
+
+
+def _job_info(j: Any) -> JobInfo:
+    return JobInfo(
+        job_id=j.job_id,
+        agent=j.agent,
+        state=_enum(JobState, pb.JobState, "JOB_STATE_", j.state),
+        raw_status=j.raw_status,
+        lease=_lease_out(j),
+        lease_expires_at=_expires_out(j),
+        budget=dict(j.budget),
+        parent_job_id=j.parent_job_id,
+        created_at=_aware(j, "create_time"),
+        trace_id=j.trace_id,
+        last_event_seq=j.last_event_seq,
+    )
+
+
+def _job_extras(
+    req: Any,
+    agent_version: str,
+    lease: Optional[Mapping[str, Sequence[str]]],
+    lease_expires_at: Optional[datetime],
+    extensions: Optional[Mapping[str, Any]],
+) -> None:
+    req.agent_version = agent_version
+    if lease is not None:
+        for ns, patterns in lease.items():
+            if isinstance(patterns, str):
+                raise TypeError(f"lease[{ns!r}] must be a sequence of patterns, not a str")
+            req.lease_request.capabilities[ns].patterns.extend(patterns)
+    if lease_expires_at is not None:
+        if lease_expires_at.tzinfo is None:
+            raise ValueError("lease_expires_at must be an aware datetime (e.g. datetime.now(timezone.utc) + …)")
+        req.lease_constraints.expires_at.FromDatetime(lease_expires_at.astimezone(timezone.utc).replace(tzinfo=None))
+    for k, v in (extensions or {}).items():
+        to_value(v, req.extensions[k])
 
 
 def _timeout_ms(timeout: Optional[float]) -> Optional[int]:
@@ -192,7 +372,11 @@ class Gateway:
     # -- plumbing -------------------------------------------------------
 
     def _metadata(
-        self, timeout: Optional[float], session_id: Optional[str], server_timeout: Optional[float] = None
+        self,
+        timeout: Optional[float],
+        session_id: Optional[str],
+        server_timeout: Optional[float] = None,
+        extra: Sequence[Tuple[str, str]] = (),
     ) -> Metadata:
         md = self._auth
         ms = _timeout_ms(server_timeout if server_timeout is not None else timeout)
@@ -200,7 +384,7 @@ class Gateway:
             md += ((TIMEOUT_METADATA_KEY, str(ms)),)
         if session_id is not None:
             md += ((SESSION_METADATA_KEY, session_id),)
-        return md
+        return md + tuple(extra)
 
     def _unary(
         self,
@@ -209,10 +393,11 @@ class Gateway:
         timeout: Optional[float],
         session_id: Optional[str] = None,
         server_timeout: Optional[float] = None,
+        metadata: Sequence[Tuple[str, str]] = (),
     ) -> Any:
         try:
             return getattr(self._stub, method)(
-                request, timeout=timeout, metadata=self._metadata(timeout, session_id, server_timeout)
+                request, timeout=timeout, metadata=self._metadata(timeout, session_id, server_timeout, metadata)
             )
         except grpc.RpcError as err:
             raise from_rpc_error(err) from None
@@ -314,8 +499,15 @@ class Session:
     def __repr__(self) -> str:
         return f"<sessiongate.Session {self.id}>"
 
-    def _unary(self, method: str, request: Any, timeout: Optional[float], server_timeout: Optional[float] = None) -> Any:
-        return self._gw._unary(method, request, timeout, self.id, server_timeout)
+    def _unary(
+        self,
+        method: str,
+        request: Any,
+        timeout: Optional[float],
+        server_timeout: Optional[float] = None,
+        metadata: Sequence[Tuple[str, str]] = (),
+    ) -> Any:
+        return self._gw._unary(method, request, timeout, self.id, server_timeout, metadata)
 
     def run(
         self,
@@ -324,18 +516,44 @@ class Session:
         *,
         idempotency_key: str = "",
         max_runtime_sec: int = 0,
+        agent_version: str = "",
+        lease: Optional[Mapping[str, Sequence[str]]] = None,
+        lease_expires_at: Optional[datetime] = None,
+        extensions: Optional[Mapping[str, Any]] = None,
+        metadata: Sequence[Tuple[str, str]] = (),
         timeout: Optional[float] = None,
         server_timeout: Optional[float] = None,
     ) -> RunResult:
         """Run a job and wait for its result. A failed job raises the
-        :class:`~sessiongate.GatewayError` for its code."""
+        :class:`~sessiongate.GatewayError` for its code.
+
+        ``agent_version`` pins a version (``agent`` then names none);
+        ``lease`` requests capabilities (namespace to patterns; beyond the
+        runtime's limits: :class:`~sessiongate.PermissionDeniedError`);
+        ``lease_expires_at`` (an aware datetime in the future) bounds the
+        lease; ``extensions`` (``x-vendor.*`` keys) go on the submit envelope;
+        ``metadata`` is sent with the call, e.g.
+        ``metadata=sessiongate.trace_metadata(traceparent)``."""
         req = pb.RunJobRequest(
             session_id=self.id, agent=agent, idempotency_key=idempotency_key, max_runtime_sec=max_runtime_sec
         )
         if input is not None:
             to_value(input, req.input)
-        r = self._unary("RunJob", req, timeout, server_timeout)
-        return RunResult(job_id=r.job_id, result=from_raw_or_value(r.raw_result, r.result), summary=r.summary)
+        _job_extras(req, agent_version, lease, lease_expires_at, extensions)
+        r = self._unary("RunJob", req, timeout, server_timeout, metadata)
+        return RunResult(
+            job_id=r.job_id,
+            result=from_raw_or_value(r.raw_result, r.result),
+            summary=r.summary,
+            agent=r.agent,
+            trace_id=r.trace_id,
+            lease=_lease_out(r),
+            lease_expires_at=_expires_out(r),
+            budget=dict(r.budget),
+            result_id=r.result_id,
+            result_size=r.result_size,
+            extensions=_ext_out(r.extensions),
+        )
 
     def submit(
         self,
@@ -344,17 +562,76 @@ class Session:
         *,
         idempotency_key: str = "",
         max_runtime_sec: int = 0,
+        agent_version: str = "",
+        lease: Optional[Mapping[str, Sequence[str]]] = None,
+        lease_expires_at: Optional[datetime] = None,
+        extensions: Optional[Mapping[str, Any]] = None,
+        metadata: Sequence[Tuple[str, str]] = (),
         timeout: Optional[float] = None,
         server_timeout: Optional[float] = None,
     ) -> Job:
-        """Submit a job; returns once the runtime accepted it."""
+        """Submit a job; returns once the runtime accepted it. The keyword
+        arguments are those of :meth:`run`."""
         req = pb.SubmitJobRequest(
             session_id=self.id, agent=agent, idempotency_key=idempotency_key, max_runtime_sec=max_runtime_sec
         )
         if input is not None:
             to_value(input, req.input)
-        r = self._unary("SubmitJob", req, timeout, server_timeout)
-        return Job(job_id=r.job_id, accepted_at=_ts(r, "accepted_at"))
+        _job_extras(req, agent_version, lease, lease_expires_at, extensions)
+        r = self._unary("SubmitJob", req, timeout, server_timeout, metadata)
+        return Job(
+            job_id=r.job_id,
+            accepted_at=_ts(r, "accepted_at"),
+            agent=r.agent,
+            trace_id=r.trace_id,
+            lease=_lease_out(r),
+            lease_expires_at=_expires_out(r),
+            budget=dict(r.budget),
+            extensions=_ext_out(r.extensions),
+        )
+
+    def list_jobs(
+        self,
+        filter: str = "",
+        *,
+        page_size: int = 0,
+        timeout: Optional[float] = None,
+    ) -> Iterator[JobInfo]:
+        """The jobs the runtime reports for this session, in acceptance order,
+        fetched a page at a time as you iterate (``timeout`` applies to each
+        page). ``filter`` is an AIP-160 filter, e.g.
+        ``'(state = PENDING OR state = RUNNING) AND agent = "echo"'`` or
+        ``'create_time > "2026-05-13T00:00:00Z"'``; ``page_size`` is per page
+        (default 50). A bad filter raises
+        :class:`~sessiongate.InvalidArgumentError` on the first ``next()``."""
+        req = pb.ListJobsRequest(session_id=self.id, filter=filter, page_size=page_size)
+        while True:
+            r = self._unary("ListJobs", req, timeout)
+            for j in r.jobs:
+                yield _job_info(j)
+            if not r.next_page_token:
+                return
+            req.page_token = r.next_page_token
+
+    def subscribe(
+        self,
+        job: Union[str, Job],
+        *,
+        history: bool = False,
+        from_event_seq: int = 0,
+        timeout: Optional[float] = None,
+    ) -> Subscription:
+        """Attach this session to a job submitted through another of your
+        sessions; :meth:`watch` then works for it here (with ``history``, from
+        its buffered events after ``from_event_seq``). A subscriber cannot
+        cancel the job (:class:`~sessiongate.PermissionDeniedError`)."""
+        job_id = job.job_id if isinstance(job, Job) else job
+        r = self._unary(
+            "SubscribeJob",
+            pb.SubscribeJobRequest(session_id=self.id, job_id=job_id, history=history, from_event_seq=from_event_seq),
+            timeout,
+        )
+        return Subscription(job=_job_info(r.job), subscribed_from=r.subscribed_from, replayed=r.replayed)
 
     def watch(
         self,
@@ -418,11 +695,36 @@ class Watch:
         except grpc.RpcError as err:
             raise from_rpc_error(err) from None
         item = m.WhichOneof("item")
+        ext = _ext_out(m.extensions)
         if item == "event":
             e = m.event
-            return JobEvent(event_seq=m.event_seq, kind=e.kind, ts=_ts(e, "ts"), body=from_raw_or_value(e.raw_body, e.body))
+            progress = chunk = None
+            if e.HasField("progress"):
+                p = e.progress
+                total = p.total if p.HasField("total") else None
+                progress = Progress(current=p.current, total=total, units=p.units, message=p.message)
+            if e.HasField("result_chunk"):
+                c = e.result_chunk
+                chunk = ResultChunk(result_id=c.result_id, chunk_seq=c.chunk_seq, encoding=c.encoding, more=c.more)
+            return JobEvent(
+                event_seq=m.event_seq,
+                kind=e.kind,
+                ts=_ts(e, "ts"),
+                body=from_raw_or_value(e.raw_body, e.body),
+                progress=progress,
+                result_chunk=chunk,
+                extensions=ext,
+            )
         if item == "result":
-            return JobResult(event_seq=m.event_seq, result=from_raw_or_value(m.result.raw_result, m.result.result), summary=m.result.summary)
+            r = m.result
+            return JobResult(
+                event_seq=m.event_seq,
+                result=from_raw_or_value(r.raw_result, r.result),
+                summary=r.summary,
+                result_id=r.result_id,
+                result_size=r.result_size,
+                extensions=ext,
+            )
         e = m.error
         return JobError(
             event_seq=m.event_seq,
@@ -431,6 +733,7 @@ class Watch:
             message=e.message,
             retryable=e.retryable,
             details=from_raw_or_value(e.raw_details, e.details),
+            extensions=ext,
         )
 
     def cancel(self) -> None:

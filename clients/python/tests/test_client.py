@@ -14,6 +14,7 @@ import tempfile
 import threading
 import time
 import unittest
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, List, Tuple
 
@@ -271,3 +272,148 @@ class ReadmeTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+TRACEPARENT = f"00-{TRACE_ID}-00f067aa0ba902b7-01"
+
+
+class JobSurfaceTest(unittest.TestCase):
+    """Agent versions, leases, extensions, trace context, typed events,
+    list_jobs and subscribe, against the gateway binary."""
+
+    def setUp(self) -> None:
+        self.rec = _Recorder()
+        self.gw = sg.Gateway(channel=grpc.intercept_channel(grpc.insecure_channel(_gw.addr), self.rec))
+        self.addCleanup(self.gw.close)
+
+    def open(self) -> sg.Session:
+        s = self.gw.open_session(client_name="py-jobs", timeout=10)
+        self.addCleanup(s.close, timeout=10)
+        return s
+
+    def sent(self, method: str) -> List[dict]:
+        return [md for m, md in self.rec.calls if m.endswith("/" + method)]
+
+    def test_submit_extras_and_typed_answer(self) -> None:
+        s = self.open()
+        expires = (datetime.now(timezone.utc) + timedelta(hours=1)).replace(microsecond=0)
+        job = s.submit(
+            "sleep",
+            {"ms": 50},
+            agent_version="1.0.0",
+            lease={"fs.read": ["/workspace/**"], "cost.budget": ["USD:5.00"]},
+            lease_expires_at=expires,
+            extensions={"x-vendor.acme.tag": "blue", "x-vendor.acme.n": 3},
+            metadata=sg.trace_metadata(TRACEPARENT),
+            timeout=10,
+        )
+        self.assertEqual(job.agent, "sleep@1.0.0")
+        self.assertEqual(job.trace_id, TRACE_ID)
+        self.assertEqual(job.lease, {"fs.read": ["/workspace/**"], "cost.budget": ["USD:5.00"]})
+        self.assertEqual(job.lease_expires_at, expires)
+        self.assertIsNotNone(job.lease_expires_at.tzinfo)
+        self.assertEqual(job.budget, {"USD": 5.0})
+        self.assertEqual(job.extensions.get("x-vendor.acme.tag"), "blue")
+        self.assertEqual(self.sent("SubmitJob")[-1].get("traceparent"), TRACEPARENT)
+        items = list(s.watch(job, timeout=30))
+        progress = [i.progress for i in items if isinstance(i, sg.JobEvent) and i.progress is not None]
+        self.assertTrue(progress, items)
+        self.assertIsInstance(progress[0], sg.Progress)
+        self.assertGreaterEqual(progress[-1].current, 0)
+        self.assertIsInstance(items[-1], sg.JobResult)
+        self.assertEqual(items[-1].extensions.get("x-vendor.acme.tag"), "blue")
+
+    def test_run_streamed_result_and_trace(self) -> None:
+        s = self.open()
+        r = s.run("chunked", {"size": 100, "chunk_bytes": 40}, metadata=sg.trace_metadata(TRACEPARENT), timeout=10)
+        self.assertEqual(r.trace_id, TRACE_ID)
+        self.assertTrue(r.agent.startswith("chunked@"), r.agent)
+        self.assertTrue(r.result_id)
+        self.assertEqual(r.result_size, 100)
+        job = s.submit("chunked", {"size": 100, "chunk_bytes": 40}, timeout=10)
+        chunks = [i.result_chunk for i in s.watch(job, timeout=30) if isinstance(i, sg.JobEvent) and i.result_chunk]
+        self.assertEqual([c.chunk_seq for c in chunks], list(range(len(chunks))))
+        self.assertGreaterEqual(len(chunks), 3)
+        self.assertFalse(chunks[-1].more)
+        # Without trace context the job gets a fresh trace id.
+        fresh = s.run("echo", "x", timeout=10)
+        self.assertRegex(fresh.trace_id, r"^[0-9a-f]{32}$")
+        self.assertNotEqual(fresh.trace_id, TRACE_ID)
+        self.assertNotIn("traceparent", self.sent("RunJob")[-1])
+
+    def test_trace_metadata_refuses_malformed(self) -> None:
+        for bad in (
+            "",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            TRACEPARENT + "-x",
+        ):
+            with self.assertRaises(ValueError, msg=bad):
+                sg.trace_metadata(bad)
+        self.assertEqual(
+            sg.trace_metadata("01-" + TRACEPARENT[3:] + "-future", "k=v"),
+            (("traceparent", "01-" + TRACEPARENT[3:] + "-future"), ("tracestate", "k=v")),
+        )
+
+    def test_bad_extras_are_typed(self) -> None:
+        s = self.open()
+        with self.assertRaises(sg.PermissionDeniedError):
+            s.run("echo", lease={"cost.budget": ["USD:1000"]}, timeout=10)
+        with self.assertRaises(sg.InvalidArgumentError):
+            s.submit("echo", lease_expires_at=datetime.now(timezone.utc) - timedelta(minutes=1), timeout=10)
+        with self.assertRaises(sg.InvalidArgumentError):
+            s.submit("echo", extensions={"acme": True}, timeout=10)
+        with self.assertRaises(sg.NotFoundError):
+            s.submit("echo", agent_version="9.9.9", timeout=10)
+        with self.assertRaises(ValueError):
+            s.submit("echo", lease_expires_at=datetime.now() + timedelta(hours=1), timeout=10)
+
+    def test_list_jobs_follows_pages(self) -> None:
+        s = self.open()
+        want = {s.run("echo", i, timeout=10).job_id for i in range(3)}
+        s.run("sleep", {"ms": 1}, timeout=10)
+        jobs = list(s.list_jobs('state = SUCCEEDED AND agent = "echo"', page_size=1, timeout=10))
+        self.assertEqual({j.job_id for j in jobs}, want)
+        for j in jobs:
+            self.assertIs(j.state, sg.JobState.SUCCEEDED)
+            self.assertTrue(j.agent.startswith("echo"))
+            self.assertIsNotNone(j.created_at)
+            self.assertIsNotNone(j.created_at.tzinfo)
+            self.assertRegex(j.trace_id, r"^[0-9a-f]{32}$")
+        pages = self.sent("ListJobs")
+        self.assertGreaterEqual(len(pages), 3)
+        self.assertTrue(all(md.get(sg.SESSION_METADATA_KEY) == s.id for md in pages))
+        # A generator: nothing is sent until iterated, one page per next().
+        n = len(self.sent("ListJobs"))
+        it = s.list_jobs(page_size=1, timeout=10)
+        self.assertEqual(len(self.sent("ListJobs")), n)
+        next(it)
+        self.assertEqual(len(self.sent("ListJobs")), n + 1)
+        with self.assertRaises(sg.InvalidArgumentError) as cm:
+            next(s.list_jobs('owner = "me"', timeout=10))
+        self.assertIn("unknown field", str(cm.exception))
+
+    def test_subscribe(self) -> None:
+        a, b = self.open(), self.open()
+        job = a.submit(
+            "stream",
+            {"count": 4, "interval_ms": 50},
+            lease={"cost.budget": ["USD:2.50"]},
+            metadata=sg.trace_metadata(TRACEPARENT),
+            timeout=10,
+        )
+        sub = b.subscribe(job, history=True, timeout=10)
+        self.assertEqual(sub.job.job_id, job.job_id)
+        self.assertEqual(sub.job.agent, job.agent)
+        self.assertEqual(sub.job.trace_id, TRACE_ID)
+        self.assertEqual(sub.job.budget, {"USD": 2.5})
+        self.assertEqual(sub.job.lease, {"cost.budget": ["USD:2.50"]})
+        with self.assertRaises(sg.PermissionDeniedError):
+            b.cancel(job, "not mine", timeout=10)
+        items = list(b.watch(job, timeout=30))
+        self.assertIsInstance(items[-1], sg.JobResult)
+        with self.assertRaises(sg.NotFoundError):
+            b.subscribe("job_nope", timeout=10)

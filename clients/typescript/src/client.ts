@@ -12,15 +12,19 @@ import {
   type MessageInitShape,
   type MessageShape,
 } from "@bufbuild/protobuf";
-import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
+import { timestampDate, timestampFromDate, type Timestamp, type Value } from "@bufbuild/protobuf/wkt";
 import * as grpc from "@grpc/grpc-js";
 
 import { fromServiceError, GatewayError } from "./errors.js";
 import { retryServiceConfig } from "./gen/retry_service_config.js";
 import {
+  JobState as PbJobState,
   SessionGateway,
   SessionPhase as PbPhase,
   SessionStatus as PbStatus,
+  type Job as PbJob,
+  type Lease as PbLease,
+  type LeaseConstraints as PbLeaseConstraints,
   type OpenSessionResponse,
   type WatchJobResponse,
 } from "./gen/sessiongate/v1/sessiongate_pb.js";
@@ -33,6 +37,25 @@ export const TIMEOUT_METADATA_KEY = "x-timeout-ms";
  * session-affine routing; the gateway checks it against the request body.
  */
 export const SESSION_METADATA_KEY = "x-sessiongate-session";
+/**
+ * Request metadata carrying the caller's W3C trace context; the gateway makes
+ * its trace id the trace id of the jobs the call submits.
+ */
+export const TRACEPARENT_METADATA_KEY = "traceparent";
+
+const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$/;
+
+/** Whether tp is a W3C traceparent the gateway would take (not one it ignores). */
+export function isTraceparent(tp: string): boolean {
+  const m = TRACEPARENT.exec(tp);
+  return (
+    m !== null &&
+    m[1] !== "ff" &&
+    !(m[1] === "00" && m[5] !== undefined) &&
+    !/^0+$/.test(m[2]!) &&
+    !/^0+$/.test(m[3]!)
+  );
+}
 
 /** Options of every call. */
 export interface CallOptions {
@@ -53,7 +76,18 @@ export interface CallOptions {
   serverTimeoutMs?: number;
   /** Cancels the call when aborted. */
   signal?: AbortSignal;
+  /**
+   * The caller's W3C trace context ("00-<trace id>-<parent id>-<flags>"),
+   * sent as traceparent metadata: a job the call submits gets its trace id
+   * (answers carry it as traceId). With OpenTelemetry, take it from
+   * `propagation.inject(context.active(), carrier)`. A malformed one is
+   * refused with a TypeError (the gateway would ignore it).
+   */
+  traceparent?: string;
 }
+
+/** A set of capability grants (ARCP §9): namespace ("fs.read", "cost.budget", …) to patterns. */
+export type Lease = Record<string, string[]>;
 
 /** Options of run and submit. */
 export interface JobOptions extends CallOptions {
@@ -61,6 +95,28 @@ export interface JobOptions extends CallOptions {
   idempotencyKey?: string;
   /** A runtime-side limit on the job's duration, in seconds. */
   maxRuntimeSec?: number;
+  /** Runs this version of the agent (the agent name then names none). */
+  agentVersion?: string;
+  /** Capabilities requested; beyond the runtime's limits the call rejects with PermissionDeniedError. */
+  lease?: Lease;
+  /** When the lease ends (in the future): a job still running then fails with LEASE_EXPIRED. */
+  leaseExpiresAt?: Date;
+  /** Vendor extensions ("x-vendor.*" keys, JSON values) put on the submit envelope. */
+  extensions?: Record<string, unknown>;
+}
+
+/** Options of listJobs. */
+export interface ListJobsOptions extends CallOptions {
+  /** Jobs per page (default 50, at most 1000); each page is one call. */
+  pageSize?: number;
+}
+
+/** Options of subscribe. */
+export interface SubscribeOptions extends CallOptions {
+  /** Replay the job's buffered events before live ones. */
+  history?: boolean;
+  /** With history: replay only events after this seq (in the submitting session's numbering). */
+  fromEventSeq?: bigint | number;
 }
 
 /** Options of watch. */
@@ -125,23 +181,101 @@ export interface SessionInfo {
   activeJobs: number;
 }
 
+/** What the runtime said of a job it accepted. */
+export interface Grant {
+  /** The resolved agent, "name@version", when the runtime says. */
+  agent: string;
+  /** The job's W3C trace id: the caller's traceparent's, or a fresh one. */
+  traceId: string;
+  /** The lease granted, if any. */
+  lease?: Lease;
+  /** When the lease ends, if it does. */
+  leaseExpiresAt?: Date;
+  /** Initial budget per currency, when the lease has cost.budget. */
+  budget: Record<string, number>;
+}
+
 /** A successful job's result, from run. */
-export interface RunResult {
+export interface RunResult extends Grant {
   jobId: string;
   result: JsonValue;
   summary: string;
+  /** Set when the result was streamed in chunks (result is then the assembled result). */
+  resultId: string;
+  /** The streamed result's size in bytes. */
+  resultSize: bigint;
+  /** Vendor extensions of the result envelope. */
+  extensions: Record<string, JsonValue>;
 }
 
 /** A job the runtime accepted, from submit. */
-export interface Job {
+export interface Job extends Grant {
   jobId: string;
   acceptedAt?: Date;
+  /** Vendor extensions of the job.accepted envelope. */
+  extensions: Record<string, JsonValue>;
+}
+
+/** Where a job stands. */
+export type JobState = "unspecified" | "pending" | "running" | "succeeded" | "failed" | "cancelled" | "timed_out";
+
+/** A job as the runtime describes it, from listJobs and subscribe. */
+export interface JobInfo {
+  jobId: string;
+  /** The resolved agent, "name@version". */
+  agent: string;
+  state: JobState;
+  /** The runtime's status string as sent. */
+  rawStatus: string;
+  lease?: Lease;
+  leaseExpiresAt?: Date;
+  budget: Record<string, number>;
+  parentJobId: string;
+  createdAt?: Date;
+  traceId: string;
+  lastEventSeq: bigint;
+}
+
+/** The answer of subscribe. */
+export interface Subscription {
+  job: JobInfo;
+  /** The event_seq the subscription starts from, when the runtime says. */
+  subscribedFrom: bigint;
+  /** Whether buffered history was replayed. */
+  replayed: boolean;
+}
+
+/** A typed progress report; total is undefined when indeterminate. */
+export interface Progress {
+  current: number;
+  total?: number;
+  units: string;
+  message: string;
+}
+
+/** The metadata of one chunk of a streamed result; the data is the event's body. */
+export interface ResultChunk {
+  resultId: string;
+  chunkSeq: bigint;
+  /** "utf8" or "base64". */
+  encoding: string;
+  more: boolean;
 }
 
 /** One item of a watched job; the last is a "result" or an "error". */
-export type WatchItem =
-  | { type: "event"; eventSeq: bigint; kind: string; ts?: Date; body: JsonValue }
-  | { type: "result"; eventSeq: bigint; result: JsonValue; summary: string }
+export type WatchItem = (
+  | {
+      type: "event";
+      eventSeq: bigint;
+      kind: string;
+      ts?: Date;
+      body: JsonValue;
+      /** Set for kind "progress". */
+      progress?: Progress;
+      /** Set for kind "result_chunk". */
+      resultChunk?: ResultChunk;
+    }
+  | { type: "result"; eventSeq: bigint; result: JsonValue; summary: string; resultId: string; resultSize: bigint }
   | {
       type: "error";
       eventSeq: bigint;
@@ -152,7 +286,11 @@ export type WatchItem =
       message: string;
       retryable: boolean;
       details: JsonValue;
-    };
+    }
+) & {
+  /** Vendor extensions of the item's envelope. */
+  extensions: Record<string, JsonValue>;
+};
 
 const liveness = (s: PbStatus): Liveness =>
   (({ [PbStatus.LIVE]: "live", [PbStatus.NOT_FOUND]: "not_found" }) as Record<number, Liveness>)[s] ?? "unspecified";
@@ -162,6 +300,63 @@ const phase = (p: PbPhase): Phase =>
     Phase
   >)[p] ?? "unspecified";
 const date = (t: Timestamp | undefined): Date | undefined => (t ? timestampDate(t) : undefined);
+const jobStates: Record<number, JobState> = {
+  [PbJobState.PENDING]: "pending",
+  [PbJobState.RUNNING]: "running",
+  [PbJobState.SUCCEEDED]: "succeeded",
+  [PbJobState.FAILED]: "failed",
+  [PbJobState.CANCELLED]: "cancelled",
+  [PbJobState.TIMED_OUT]: "timed_out",
+};
+const leaseOut = (l: PbLease | undefined): Lease | undefined =>
+  l && Object.keys(l.capabilities).length > 0
+    ? Object.fromEntries(Object.entries(l.capabilities).map(([ns, p]) => [ns, p.patterns]))
+    : undefined;
+const expiresOut = (c: PbLeaseConstraints | undefined): Date | undefined => date(c?.expiresAt);
+const extOut = (ext: { [key: string]: Value }): Record<string, JsonValue> =>
+  Object.fromEntries(Object.entries(ext).map(([k, v]) => [k, fromRawOrValue(new Uint8Array(), v)]));
+const grant = (r: {
+  agent: string;
+  traceId: string;
+  lease?: PbLease;
+  leaseConstraints?: PbLeaseConstraints;
+  budget: { [key: string]: number };
+}): Grant => ({
+  agent: r.agent,
+  traceId: r.traceId,
+  lease: leaseOut(r.lease),
+  leaseExpiresAt: expiresOut(r.leaseConstraints),
+  budget: { ...r.budget },
+});
+const jobInfo = (j: PbJob | undefined): JobInfo => ({
+  jobId: j?.jobId ?? "",
+  agent: j?.agent ?? "",
+  state: jobStates[j?.state ?? 0] ?? "unspecified",
+  rawStatus: j?.rawStatus ?? "",
+  lease: leaseOut(j?.lease),
+  leaseExpiresAt: expiresOut(j?.leaseConstraints),
+  budget: { ...j?.budget },
+  parentJobId: j?.parentJobId ?? "",
+  createdAt: date(j?.createTime),
+  traceId: j?.traceId ?? "",
+  lastEventSeq: j?.lastEventSeq ?? 0n,
+});
+
+function jobExtras(o: JobOptions) {
+  if (o.leaseExpiresAt !== undefined && !(o.leaseExpiresAt instanceof Date && Number.isFinite(o.leaseExpiresAt.getTime()))) {
+    throw new TypeError("leaseExpiresAt must be a valid Date");
+  }
+  return {
+    agentVersion: o.agentVersion,
+    leaseRequest: o.lease
+      ? { capabilities: Object.fromEntries(Object.entries(o.lease).map(([ns, patterns]) => [ns, { patterns }])) }
+      : undefined,
+    leaseConstraints: o.leaseExpiresAt ? { expiresAt: timestampFromDate(o.leaseExpiresAt) } : undefined,
+    extensions: o.extensions
+      ? Object.fromEntries(Object.entries(o.extensions).map(([k, v]) => [k, toValue(v)]))
+      : undefined,
+  };
+}
 const path = (m: DescMethod): string => `/${m.parent.typeName}/${m.name}`;
 
 /** A slack for telling "the deadline had passed" on the client's clock. */
@@ -208,6 +403,10 @@ export class Gateway implements Disposable {
     const ms = o.serverTimeoutMs ?? o.timeoutMs;
     if (ms !== undefined) md.set(TIMEOUT_METADATA_KEY, String(Math.ceil(ms)));
     if (sessionId !== undefined) md.set(SESSION_METADATA_KEY, sessionId);
+    if (o.traceparent !== undefined) {
+      if (!isTraceparent(o.traceparent)) throw new TypeError(`not a W3C traceparent: ${JSON.stringify(o.traceparent)}`);
+      md.set(TRACEPARENT_METADATA_KEY, o.traceparent);
+    }
     return md;
   }
 
@@ -365,11 +564,20 @@ export class Session implements AsyncDisposable {
         input: input === undefined ? undefined : toValue(input),
         idempotencyKey: o.idempotencyKey,
         maxRuntimeSec: o.maxRuntimeSec,
+        ...jobExtras(o),
       },
       o,
       this.id,
     );
-    return { jobId: r.jobId, result: fromRawOrValue(r.rawResult, r.result), summary: r.summary };
+    return {
+      jobId: r.jobId,
+      result: fromRawOrValue(r.rawResult, r.result),
+      summary: r.summary,
+      ...grant(r),
+      resultId: r.resultId,
+      resultSize: r.resultSize,
+      extensions: extOut(r.extensions),
+    };
   }
 
   /** Submits a job; resolves once the runtime accepted it. */
@@ -382,11 +590,48 @@ export class Session implements AsyncDisposable {
         input: input === undefined ? undefined : toValue(input),
         idempotencyKey: o.idempotencyKey,
         maxRuntimeSec: o.maxRuntimeSec,
+        ...jobExtras(o),
       },
       o,
       this.id,
     );
-    return { jobId: r.jobId, acceptedAt: date(r.acceptedAt) };
+    return { jobId: r.jobId, acceptedAt: date(r.acceptedAt), ...grant(r), extensions: extOut(r.extensions) };
+  }
+
+  /**
+   * Lists the jobs the runtime reports for this session, in acceptance
+   * order, a page (one call) at a time as the loop goes on. filter is an
+   * AIP-160 filter, e.g. `(state = PENDING OR state = RUNNING) AND agent = "echo"`;
+   * a bad one rejects with InvalidArgumentError.
+   */
+  async *listJobs(filter = "", o: ListJobsOptions = {}): AsyncGenerator<JobInfo, void, undefined> {
+    let pageToken = "";
+    do {
+      const r = await this.#gw.unary(
+        SessionGateway.method.listJobs,
+        { sessionId: this.id, filter, pageSize: o.pageSize, pageToken },
+        o,
+        this.id,
+      );
+      for (const j of r.jobs) yield jobInfo(j);
+      pageToken = r.nextPageToken;
+    } while (pageToken !== "");
+  }
+
+  /**
+   * Attaches this session to a job submitted through another of the caller's
+   * sessions; watch then works for it here. A subscriber cannot cancel the
+   * job (PermissionDeniedError).
+   */
+  async subscribe(job: string | Job, o: SubscribeOptions = {}): Promise<Subscription> {
+    const jobId = typeof job === "string" ? job : job.jobId;
+    const r = await this.#gw.unary(
+      SessionGateway.method.subscribeJob,
+      { sessionId: this.id, jobId, history: o.history ?? false, fromEventSeq: BigInt(o.fromEventSeq ?? 0) },
+      o,
+      this.id,
+    );
+    return { job: jobInfo(r.job), subscribedFrom: r.subscribedFrom, replayed: r.replayed };
   }
 
   /**
@@ -430,13 +675,36 @@ export class Session implements AsyncDisposable {
 
 function item(m: WatchJobResponse): WatchItem {
   const it = m.item;
+  const extensions = extOut(m.extensions);
   switch (it.case) {
-    case "event":
-      return { type: "event", eventSeq: m.eventSeq, kind: it.value.kind, ts: date(it.value.ts), body: fromRawOrValue(it.value.rawBody, it.value.body) };
+    case "event": {
+      const e = it.value;
+      const p = e.progress;
+      const c = e.resultChunk;
+      return {
+        type: "event",
+        eventSeq: m.eventSeq,
+        kind: e.kind,
+        ts: date(e.ts),
+        body: fromRawOrValue(e.rawBody, e.body),
+        progress: p ? { current: p.current, total: p.total, units: p.units, message: p.message } : undefined,
+        resultChunk: c ? { resultId: c.resultId, chunkSeq: c.chunkSeq, encoding: c.encoding, more: c.more } : undefined,
+        extensions,
+      };
+    }
     case "result":
-      return { type: "result", eventSeq: m.eventSeq, result: fromRawOrValue(it.value.rawResult, it.value.result), summary: it.value.summary };
+      return {
+        type: "result",
+        eventSeq: m.eventSeq,
+        result: fromRawOrValue(it.value.rawResult, it.value.result),
+        summary: it.value.summary,
+        resultId: it.value.resultId,
+        resultSize: it.value.resultSize,
+        extensions,
+      };
     case "error":
       return {
+        extensions,
         type: "error",
         eventSeq: m.eventSeq,
         finalStatus: it.value.finalStatus,

@@ -108,7 +108,15 @@ describe("sessiongate client", { timeout: 60_000 }, () => {
     );
     for (let i = 1; i < items.length; i++) assert.ok(items[i].eventSeq > items[i - 1].eventSeq);
     assert.equal(typeof items[0].eventSeq, "bigint");
-    assert.deepEqual(last, { type: "result", eventSeq: last!.eventSeq, result: { count: 5 }, summary: "" });
+    assert.deepEqual(last, {
+      type: "result",
+      eventSeq: last!.eventSeq,
+      result: { count: 5 },
+      summary: "",
+      resultId: "",
+      resultSize: 0n,
+      extensions: {},
+    });
     // From a sequence number: only what follows.
     const replay = await collect(s.watch(job.jobId, { fromEventSeq: events[2].eventSeq, timeoutMs: 30_000 }));
     assert.deepEqual(

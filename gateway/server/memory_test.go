@@ -90,7 +90,7 @@ func heapAfterGC() uint64 {
 func TestRetainedMemoryBounded(t *testing.T) {
 	sessions, budgetMiB := 30, 100
 	if raceEnabled {
-		sessions, budgetMiB = 6, 20 // the same properties, a fifth of the bytes
+		sessions, budgetMiB = 3, 14 // the same properties, a tenth of the bytes
 	}
 	if testing.Short() {
 		t.Skip("moves ~1 GB through the gateway")
@@ -103,7 +103,7 @@ func TestRetainedMemoryBounded(t *testing.T) {
 		},
 		dial: []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(32<<20), grpc.MaxCallSendMsgSize(32<<20))},
 	})
-	ctx := ctxT(t, 120*time.Second)
+	ctx := ctxT(t, 300*time.Second)
 	big := structpb.NewStringValue(strings.Repeat("x", 7<<20))
 	before := heapAfterGC()
 	var ids []string

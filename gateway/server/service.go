@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -209,7 +208,7 @@ func (s *service) CloseSession(ctx context.Context, req *sessiongatev1.CloseSess
 	if err := s.table.CloseWithReason(ctx, req.GetSessionId(), callerFrom(ctx), req.GetReason()); err != nil {
 		// Once removed from the table the session is gone whatever the
 		// upstream close said; only "not found" is the caller's business.
-		if status.Code(s.err(err)) == codes.NotFound {
+		if errors.Is(err, session.ErrNotFound) {
 			return nil, s.err(err)
 		}
 		s.log.Warn("upstream close was not clean", "session_id", req.GetSessionId(), "err", err)

@@ -172,7 +172,12 @@ func toStatus(log *slog.Logger, err error) error {
 		sessLost *session.LostError
 		asm      *assemblyError
 	)
+	var unreachable *upstream.UnreachableError
 	switch {
+	case errors.As(err, &unreachable):
+		return gatewayStatus(codes.Unavailable, "RUNTIME_UNREACHABLE",
+			"the agent runtime could not be reached ("+unreachable.Stage+"): retry later; the gateway's log has the cause",
+			map[string]string{"stage": unreachable.Stage})
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, "deadline exceeded")
 	case errors.Is(err, context.Canceled):

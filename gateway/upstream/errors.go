@@ -49,6 +49,19 @@ func (e *LostError) Error() string {
 
 func (e *LostError) Unwrap() error { return e.Err }
 
+// UnreachableError: the runtime could not be dialed, or did not complete
+// the handshake within InitTimeout (Stage says where it stopped).
+type UnreachableError struct {
+	Stage string
+	Err   error
+}
+
+func (e *UnreachableError) Error() string {
+	return "upstream: runtime unreachable (handshake " + e.Stage + "): " + e.Err.Error()
+}
+
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
 // CapError says a cap was reached. Cap is one of "live_jobs",
 // "buffered_events", "buffered_bytes", "frame_bytes", "tombstones".
 type CapError struct {

@@ -286,8 +286,8 @@ func (c *Conn) byteCapLocked() int64 {
 // unaccounted (it is bounded by MaxFrameBytes).
 func (c *Conn) reserveRetainedLocked(now time.Time) {
 	acct := c.cfg.RetainedBytes
-	if acct == nil {
-		return
+	if acct == nil || c.ended {
+		return // after the end everything was given back, for good
 	}
 	switch d := c.bufBytes - c.reserved; {
 	case d < 0:

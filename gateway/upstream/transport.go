@@ -53,11 +53,11 @@ func (c *Conn) handshake(ctx context.Context, resume *arcp.Resume) (*handshakeRe
 	fail := func(stage string, err error) error {
 		if cause := context.Cause(hctx); cause != nil {
 			if errors.Is(cause, errHandshakeTimeout) {
-				return fmt.Errorf("%w after %v (%s): %w", errHandshakeTimeout, c.cfg.InitTimeout, stage, context.DeadlineExceeded)
+				return &UnreachableError{Stage: stage, Err: fmt.Errorf("%w after %v: %w", errHandshakeTimeout, c.cfg.InitTimeout, context.DeadlineExceeded)}
 			}
-			return fmt.Errorf("upstream: handshake (%s): %w", stage, cause)
+			return fmt.Errorf("upstream: handshake (%s): %w", stage, cause) // the caller's
 		}
-		return fmt.Errorf("upstream: handshake (%s): %w", stage, err)
+		return &UnreachableError{Stage: stage, Err: err}
 	}
 	ws, _, err := websocket.Dial(hctx, c.cfg.URL, &websocket.DialOptions{HTTPClient: c.cfg.HTTPClient})
 	if err != nil {

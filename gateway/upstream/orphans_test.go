@@ -59,17 +59,21 @@ func TestTombstoneOverflow(t *testing.T) {
 	upstream.SetKnobs(&cfg, upstream.Knobs{NoTraceIDs: true})
 	c := dial(t, cfg)
 	ctx := testCtx(t, 20*time.Second)
-	rt.SetAcceptDelay(5 * time.Millisecond)
-	const n = 20
+	// The runtime sits on each submit long enough for all of them to be
+	// written before any is answered; then every caller gives up, so all n
+	// slots are tombstones (a timer racing the writes would make that
+	// depend on the machine's load).
+	rt.SetAcceptDelay(300 * time.Millisecond)
+	const n = 8
 	var wg sync.WaitGroup
+	sctx, giveUp := context.WithCancel(ctx)
 	for range n {
 		wg.Go(func() {
-			sctx, cancel := context.WithTimeout(ctx, time.Millisecond)
-			defer cancel()
 			c.Submit(sctx, arcp.Submit{Agent: "echo", Input: mustJSON(t, "impatient")})
 		})
 	}
-	waitFor(ctx, t, "the abandoned submits to be sent", func() bool { return c.FIFOLen() > 0 })
+	waitFor(ctx, t, "the submits to be written", func() bool { return c.FIFOLen() == n })
+	giveUp()
 	acc, err := c.Submit(ctx, arcp.Submit{Agent: "echo", Input: mustJSON(t, "patient")})
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,10 @@
 // (gateway/server, cluster*.go) gathers the facts — the local session table,
 // the directory record in Redis, the hop header of a forwarded call — and
 // carries the decision out: serve, forward over gRPC to the owner, take the
-// upstream session over, or answer NOT_FOUND / UNAVAILABLE.
+// upstream session over, or answer NOT_FOUND / UNAVAILABLE. OwnerCache and
+// After are the rules of the forwarder's owner cache: what a stale entry
+// can and cannot do, when an entry goes, when a refused call is sent once
+// more (checked with random schedules by TestStaleCacheNeverMisdelivers).
 //
 // # Invariants (checked exhaustively by TestRouteInvariants)
 //

@@ -56,6 +56,11 @@ type ClusterConfig struct {
 	// finish before it hands the sessions off (default 5 s, and never past
 	// half of Shutdown's deadline).
 	HandoffGrace time.Duration
+	// OwnerCacheTTL is how long a replica remembers the owner of a session
+	// it forwarded a call for, instead of reading the directory for every
+	// call (default 2 s; negative: off). A stale entry is safe: see
+	// cluster.OwnerCache.
+	OwnerCacheTTL time.Duration
 	// PeerDialOptions replace the default options of peer connections
 	// (plaintext): give transport credentials for TLS between replicas.
 	PeerDialOptions []grpc.DialOption
@@ -72,6 +77,7 @@ func (c *ClusterConfig) setDefaults() {
 	def(&c.RefreshEvery, 60*time.Second)
 	def(&c.SweepEvery, time.Second)
 	def(&c.HandoffGrace, 5*time.Second)
+	def(&c.OwnerCacheTTL, 2*time.Second)
 }
 
 func (c *ClusterConfig) validate() error {
@@ -108,6 +114,8 @@ type clusterState struct {
 	retained *budget.Budget
 	log      *slog.Logger
 	m        *clusterMetrics
+	owners   *cluster.OwnerCache // owners of sessions held elsewhere, as last read
+	sigs     signatures          // forwarding signatures, made and verified
 
 	healthy  atomic.Bool  // the last directory operation worked
 	inflight atomic.Int64 // unary session calls served here
@@ -159,6 +167,7 @@ func newClusterState(cfg ClusterConfig, self string, table *session.Table[*upstr
 		tmpl: tmpl, features: features, retained: retained, log: log.With("component", "cluster"), m: m,
 		peers: make(map[string]*grpc.ClientConn), owned: make(map[string]*owned),
 		pending: make(map[*upstream.Conn]*owned), flights: make(map[string]*takeoverFlight),
+		owners: cluster.NewOwnerCache(cfg.OwnerCacheTTL, 0),
 	}
 	c.healthy.Store(true)
 	c.ctx, c.cancel = context.WithCancel(context.Background())

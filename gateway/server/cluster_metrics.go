@@ -21,6 +21,9 @@ type clusterMetrics struct {
 	forgedForwards prometheus.Counter
 	dirErrors      *prometheus.CounterVec // op
 	owned          prometheus.Gauge
+	ownerCache     *prometheus.CounterVec // result (hit, miss)
+	cacheHit       prometheus.Counter     // ownerCache{result="hit"}
+	cacheMiss      prometheus.Counter     // ownerCache{result="miss"}
 }
 
 func newClusterMetrics(reg prometheus.Registerer, d *directory.Directory) (*clusterMetrics, error) {
@@ -41,8 +44,11 @@ func newClusterMetrics(reg prometheus.Registerer, d *directory.Directory) (*clus
 			Help: "Directory operations of the cluster layer that failed (Redis unreachable or slow), by operation."}, []string{"op"}),
 		owned: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sessiongate_cluster_owned_sessions",
 			Help: "Sessions this replica owns in the directory."}),
+		ownerCache: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sessiongate_cluster_owner_cache_total",
+			Help: "Lookups of the owner cache by calls for sessions held elsewhere, by result (hit: forwarded without reading the directory)."}, []string{"result"}),
 	}
-	for _, c := range []prometheus.Collector{m.forwards, m.forwardSeconds, m.takeovers, m.handoffs, m.fenced, m.forgedForwards, m.dirErrors, m.owned} {
+	m.cacheHit, m.cacheMiss = m.ownerCache.WithLabelValues("hit"), m.ownerCache.WithLabelValues("miss")
+	for _, c := range []prometheus.Collector{m.forwards, m.forwardSeconds, m.takeovers, m.handoffs, m.fenced, m.forgedForwards, m.dirErrors, m.owned, m.ownerCache} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("gateway: register cluster metrics: %w", err)
 		}

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
@@ -97,6 +98,49 @@ func (c *clusterState) mac(from, caller, method, ts string) []byte {
 	return h.Sum(nil)
 }
 
+// signatureReuse is how long a forwarding signature (per caller and
+// method) is reused, and a verified one remembered: an HMAC costs two
+// SHA-256 passes and a few allocations, a map hit none. It is far inside
+// forwardSkew, so a reused signature is never refused as too old.
+const signatureReuse = time.Second
+
+// maxSignatures bounds each signature cache (cleared when full).
+const maxSignatures = 4096
+
+type signKey struct{ caller, method string }
+
+type signature struct {
+	auth string    // "ts.hex"
+	at   time.Time // when made (or verified)
+}
+
+// signatures caches signing and verification of the forwarding header.
+type signatures struct {
+	mu       sync.Mutex
+	made     map[signKey]signature // guarded by mu
+	verified map[string]time.Time  // guarded by mu; by from, caller, method and auth
+}
+
+// sign returns x-sessiongate-forward-auth for a call of caller to method.
+func (c *clusterState) sign(caller, method string, now time.Time) string {
+	k := signKey{caller, method}
+	c.sigs.mu.Lock()
+	if s, ok := c.sigs.made[k]; ok && now.Sub(s.at) < signatureReuse {
+		c.sigs.mu.Unlock()
+		return s.auth
+	}
+	c.sigs.mu.Unlock()
+	ts := strconv.FormatInt(now.UnixMilli(), 10)
+	auth := ts + "." + hex.EncodeToString(c.mac(c.self, caller, method, ts))
+	c.sigs.mu.Lock()
+	if c.sigs.made == nil || len(c.sigs.made) >= maxSignatures {
+		c.sigs.made = make(map[signKey]signature)
+	}
+	c.sigs.made[k] = signature{auth: auth, at: now}
+	c.sigs.mu.Unlock()
+	return auth
+}
+
 func (c *clusterState) verify(ctx context.Context, md metadata.MD) (caller, from string, err error) {
 	one := func(k string) string {
 		if v := md.Get(k); len(v) == 1 {
@@ -105,22 +149,37 @@ func (c *clusterState) verify(ctx context.Context, md metadata.MD) (caller, from
 		return ""
 	}
 	from, caller = one(mdForwardedBy), one(mdForwardCaller)
-	ts, sig, _ := strings.Cut(one(mdForwardAuth), ".")
+	auth := one(mdForwardAuth)
+	ts, sig, _ := strings.Cut(auth, ".")
 	method, _ := grpc.Method(ctx)
 	if from == "" || caller == "" || ts == "" || sig == "" {
 		return "", "", errors.New("incomplete")
-	}
-	raw, err := hex.DecodeString(sig)
-	if err != nil || !hmac.Equal(raw, c.mac(from, caller, method, ts)) {
-		return "", "", errors.New("bad signature")
 	}
 	ms, err := strconv.ParseInt(ts, 10, 64)
 	if err != nil {
 		return "", "", errors.New("bad timestamp")
 	}
-	if d := time.Since(time.UnixMilli(ms)); d > forwardSkew || d < -forwardSkew {
+	now := time.Now()
+	if d := now.Sub(time.UnixMilli(ms)); d > forwardSkew || d < -forwardSkew {
 		return "", "", errors.New("signature too old")
 	}
+	key := from + "\x00" + caller + "\x00" + method + "\x00" + auth
+	c.sigs.mu.Lock()
+	at, ok := c.sigs.verified[key]
+	c.sigs.mu.Unlock()
+	if ok && now.Sub(at) < signatureReuse {
+		return caller, from, nil
+	}
+	raw, err := hex.DecodeString(sig)
+	if err != nil || !hmac.Equal(raw, c.mac(from, caller, method, ts)) {
+		return "", "", errors.New("bad signature")
+	}
+	c.sigs.mu.Lock()
+	if c.sigs.verified == nil || len(c.sigs.verified) >= maxSignatures {
+		c.sigs.verified = make(map[string]time.Time)
+	}
+	c.sigs.verified[key] = now
+	c.sigs.mu.Unlock()
 	return caller, from, nil
 }
 
@@ -138,10 +197,9 @@ func (c *clusterState) outgoing(ctx context.Context, method, caller string) cont
 		}
 		out[k] = v
 	}
-	ts := strconv.FormatInt(time.Now().UnixMilli(), 10)
-	out.Set(mdForwardedBy, c.self)
-	out.Set(mdForwardCaller, caller)
-	out.Set(mdForwardAuth, ts+"."+hex.EncodeToString(c.mac(c.self, caller, method, ts)))
+	out[mdForwardedBy] = []string{c.self}
+	out[mdForwardCaller] = []string{caller}
+	out[mdForwardAuth] = []string{c.sign(caller, method, time.Now())}
 	return metadata.NewOutgoingContext(ctx, out)
 }
 
@@ -232,13 +290,23 @@ func checkSessionHeader(ctx context.Context, id string) error {
 
 // route decides what to do with a call for session id and, for a takeover,
 // carries it out. It returns the decision, the owner's address (Forward,
-// Misrouted) and the owner's instance.
-func (c *clusterState) route(ctx context.Context, id string) (cluster.Action, string, string, error) {
+// Misrouted) and the owner's instance. With cached, a call from a client
+// (not forwarded) for a session held elsewhere may be sent to the owner
+// remembered from an earlier directory read (see cluster.OwnerCache for
+// why a stale entry is safe); without, the directory is read.
+func (c *clusterState) route(ctx context.Context, id string, cached bool) (cluster.Action, string, string, error) {
 	caller := callerFrom(ctx)
 	f := cluster.Facts{Self: c.self, Forwarded: forwardedFrom(ctx) != ""}
 	if sess, ok := c.table.Get(id, caller); ok && !sess.Lost() {
 		f.Local = true
 		return cluster.Route(f), "", c.self, nil
+	}
+	if cached && !f.Forwarded {
+		if owner, addr, ok := c.owners.Get(id, caller, time.Now()); ok {
+			c.m.cacheHit.Inc()
+			return cluster.Forward, addr, owner, nil
+		}
+		c.m.cacheMiss.Inc()
 	}
 	rec, err := c.dir.Get(ctx, id)
 	c.observe(err)
@@ -256,6 +324,9 @@ func (c *clusterState) route(ctx context.Context, id string) (cluster.Action, st
 		f.Owner, f.OwnerLive, f.OwnerAddr = rec.Owner, rec.OwnerLive, rec.OwnerAddr
 	}
 	a := cluster.Route(f)
+	if a == cluster.Forward {
+		c.owners.Put(id, caller, f.Owner, f.OwnerAddr, time.Now())
+	}
 	if a != cluster.TakeOver {
 		return a, f.OwnerAddr, f.Owner, nil
 	}
@@ -277,6 +348,7 @@ func (c *clusterState) route(ctx context.Context, id string) (cluster.Action, st
 		if f.Forwarded {
 			return cluster.Misrouted, owned.Addr, owned.Owner, nil
 		}
+		c.owners.Put(id, caller, owned.Owner, owned.Addr, time.Now())
 		return cluster.Forward, owned.Addr, owned.Owner, nil
 	case errors.Is(err, directory.ErrNotFound):
 		return cluster.NotFound, "", "", nil
@@ -376,8 +448,8 @@ func (c *clusterState) prepareLocal(ctx context.Context, id, jobID string) error
 	return toStatus(c.log, err)
 }
 
-// UnaryServerInterceptor routes session calls: checks x-sessiongate-session,
-// serves a session held here, forwards one owned elsewhere (with the caller's
+// clusterUnary routes session calls: checks x-sessiongate-session, serves
+// a session held here, forwards one owned elsewhere (with the caller's
 // identity, deadline and x-timeout-ms; never twice), takes over one whose
 // owner is gone, and claims sessions OpenSession created. It is generic: it
 // finds the session id of any method's request through the protobuf
@@ -404,50 +476,82 @@ func (g *Gateway) clusterUnary(ctx context.Context, req any, info *grpc.UnarySer
 	if c == nil || readOnlyMethods[info.FullMethod] || !validSessionID(id) {
 		return handler(ctx, req)
 	}
-	a, addr, owner, err := c.route(ctx, id)
-	switch a {
-	case cluster.Serve, cluster.NotFound:
-		if err != nil {
-			return nil, c.routeError(a, id, owner, addr, err)
-		}
-		if a == cluster.Serve {
-			_ = grpc.SetHeader(ctx, c.hints(c.self, ""))
-			_ = grpc.SetTrailer(ctx, c.hints(c.self, ""))
-			if err := c.prepareLocal(ctx, id, fieldString(req, mi.jobField)); err != nil {
-				return nil, err
+	var last forwardTry
+	for attempt := 0; ; attempt++ {
+		a, addr, owner, err := c.route(ctx, id, attempt == 0)
+		switch a {
+		case cluster.Serve, cluster.NotFound:
+			if err != nil {
+				return nil, c.routeError(a, id, owner, addr, err)
 			}
+			if a == cluster.Serve {
+				_ = grpc.SetHeader(ctx, c.hints(c.self, ""))
+				_ = grpc.SetTrailer(ctx, c.hints(c.self, ""))
+				if err := c.prepareLocal(ctx, id, fieldString(req, mi.jobField)); err != nil {
+					return nil, err
+				}
+			}
+			c.inflight.Add(1)
+			defer c.inflight.Add(-1)
+			resp, err := handler(ctx, req)
+			if err == nil && info.FullMethod == sessiongatev1.SessionGateway_CloseSession_FullMethodName {
+				c.closedByCaller(id)
+			}
+			return resp, err
+		case cluster.Forward:
+			if attempt > 0 && last.same(owner, addr) {
+				// The directory names the replica that just refused:
+				// give the caller its answer (retryable) instead.
+				return nil, last.err
+			}
+			resp, retry, err := c.forwardUnary(ctx, info.FullMethod, mi, req, id, owner, addr, attempt)
+			if !retry {
+				return resp, err
+			}
+			last = forwardTry{owner: owner, addr: addr, err: err}
+			continue
 		}
-		c.inflight.Add(1)
-		defer c.inflight.Add(-1)
-		resp, err := handler(ctx, req)
-		if err == nil && info.FullMethod == sessiongatev1.SessionGateway_CloseSession_FullMethodName {
-			c.closedByCaller(id)
-		}
-		return resp, err
-	case cluster.Forward:
-		return c.forwardUnary(ctx, info.FullMethod, mi, req, owner, addr)
+		return nil, c.routeError(a, id, owner, addr, err)
 	}
-	return nil, c.routeError(a, id, owner, addr, err)
+}
+
+// forwardTry is a forward that was refused (NOT_OWNER, DRAINING).
+type forwardTry struct {
+	owner, addr string
+	err         error
+}
+
+func (t forwardTry) same(owner, addr string) bool {
+	return t.err != nil && t.owner == owner && t.addr == addr
 }
 
 func validSessionID(id string) bool { return checkSessionID(id) == nil }
 
-func (c *clusterState) forwardUnary(ctx context.Context, method string, mi *methodInfo, req any, owner, addr string) (any, error) {
+// forwardUnary sends a unary call to the session's owner. retry says the
+// owner refused it before running the handler (see forwardOutcome): the
+// caller routes it again, from the directory, once.
+func (c *clusterState) forwardUnary(ctx context.Context, method string, mi *methodInfo, req any, id, owner, addr string, attempt int) (_ any, retry bool, _ error) {
 	start := time.Now()
 	cc, err := c.peer(addr)
 	if err != nil {
-		return nil, status.Errorf(codes.Unavailable, "cannot reach session owner %s at %s: %v", owner, addr, err)
+		c.owners.Forget(id)
+		return nil, false, status.Errorf(codes.Unavailable, "cannot reach session owner %s at %s: %v", owner, addr, err)
 	}
 	reply := mi.out.New().Interface()
 	var hdr, trl metadata.MD
-	err = cc.Invoke(c.outgoing(ctx, method, callerFrom(ctx)), method, req, reply, grpc.Header(&hdr), grpc.Trailer(&trl))
+	caller := callerFrom(ctx)
+	err = cc.Invoke(c.outgoing(ctx, method, caller), method, req, reply, grpc.Header(&hdr), grpc.Trailer(&trl))
 	if notSent(cc, err) && redial(ctx, cc) {
 		// The call never left (the peer connection was in backoff, e.g.
 		// after the owner restarted) and the peer is back: once more.
 		hdr, trl = nil, nil
-		err = cc.Invoke(c.outgoing(ctx, method, callerFrom(ctx)), method, req, reply, grpc.Header(&hdr), grpc.Trailer(&trl))
+		err = cc.Invoke(c.outgoing(ctx, method, caller), method, req, reply, grpc.Header(&hdr), grpc.Trailer(&trl))
 	}
 	c.m.forwardSeconds.Observe(time.Since(start).Seconds())
+	c.m.forwards.WithLabelValues(method, status.Code(err).String()).Inc()
+	if retry = c.forwardOutcome(id, owner, err, attempt, hdr, trl); retry {
+		return nil, true, c.peerError(err, owner, addr)
+	}
 	h := ownerHints(hdr)
 	if len(h) == 0 {
 		h = c.hints(owner, addr)
@@ -459,11 +563,51 @@ func (c *clusterState) forwardUnary(ctx context.Context, method string, mi *meth
 	}
 	h.Set(MetadataServedBy, c.self)
 	_ = grpc.SetTrailer(ctx, h)
-	c.m.forwards.WithLabelValues(method, status.Code(err).String()).Inc()
 	if err != nil {
-		return nil, c.peerError(err, owner, addr)
+		return nil, false, c.peerError(err, owner, addr)
 	}
-	return reply, nil
+	return reply, false, nil
+}
+
+// forwardOutcome applies cluster.After to a forward's answer: it drops the
+// cached owner unless the owner served the call and named itself, and says
+// whether to route the call again.
+func (c *clusterState) forwardOutcome(id, owner string, err error, attempt int, md ...metadata.MD) (retry bool) {
+	hint := ""
+	for _, m := range md {
+		if v := m.Get(MetadataOwner); len(v) > 0 {
+			hint = v[0]
+			break
+		}
+	}
+	keep, retry := cluster.After(replyOf(err), owner, hint, attempt)
+	if !keep {
+		c.owners.Forget(id)
+	}
+	return retry
+}
+
+// replyOf classifies a peer's answer to a forwarded call.
+func replyOf(err error) cluster.Reply {
+	if err == nil {
+		return cluster.Served
+	}
+	st := status.Convert(err)
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == "sessiongate" {
+			switch info.GetReason() {
+			case "NOT_OWNER", "DRAINING":
+				// Both are answered by the peer's routing, before
+				// the handler: see route and routeError.
+				return cluster.Refused
+			}
+		}
+	}
+	switch st.Code() {
+	case codes.Unavailable, codes.NotFound, codes.Unauthenticated, codes.Internal, codes.Unknown:
+		return cluster.Failed
+	}
+	return cluster.Served
 }
 
 // peerRetryWait bounds the second attempt of a call that never reached its
@@ -508,9 +652,9 @@ func (c *clusterState) peerError(err error, owner, addr string) error {
 	return err
 }
 
-// clusterStream is UnaryServerInterceptor for streams: it reads the first
-// request to learn the session id, then serves (replaying that message to
-// the handler) or forwards the whole stream.
+// clusterStream is clusterUnary for streams: it reads the first request to
+// learn the session id, then serves (replaying that message to the
+// handler) or forwards the whole stream.
 func (g *Gateway) clusterStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	mi := methodOf(info.FullMethod)
 	if mi == nil || mi.sessionField == nil {
@@ -533,24 +677,35 @@ func (g *Gateway) clusterStream(srv any, ss grpc.ServerStream, info *grpc.Stream
 	if c == nil || readOnlyMethods[info.FullMethod] || !validSessionID(id) {
 		return handler(srv, rs)
 	}
-	a, addr, owner, err := c.route(ctx, id)
-	switch a {
-	case cluster.Serve, cluster.NotFound:
-		if err != nil {
-			return c.routeError(a, id, owner, addr, err)
-		}
-		if a == cluster.Serve {
-			_ = ss.SetHeader(c.hints(c.self, ""))
-			ss.SetTrailer(c.hints(c.self, ""))
-			if err := c.prepareLocal(ctx, id, fieldString(first, mi.jobField)); err != nil {
+	var last forwardTry
+	for attempt := 0; ; attempt++ {
+		a, addr, owner, err := c.route(ctx, id, attempt == 0)
+		switch a {
+		case cluster.Serve, cluster.NotFound:
+			if err != nil {
+				return c.routeError(a, id, owner, addr, err)
+			}
+			if a == cluster.Serve {
+				_ = ss.SetHeader(c.hints(c.self, ""))
+				ss.SetTrailer(c.hints(c.self, ""))
+				if err := c.prepareLocal(ctx, id, fieldString(first, mi.jobField)); err != nil {
+					return err
+				}
+			}
+			return handler(srv, rs)
+		case cluster.Forward:
+			if attempt > 0 && last.same(owner, addr) {
+				return last.err
+			}
+			retry, err := c.forwardStream(ss, info.FullMethod, mi, first, id, owner, addr, attempt)
+			if !retry {
 				return err
 			}
+			last = forwardTry{owner: owner, addr: addr, err: err}
+			continue
 		}
-		return handler(srv, rs)
-	case cluster.Forward:
-		return c.forwardStream(ss, info.FullMethod, mi, first, owner, addr)
+		return c.routeError(a, id, owner, addr, err)
 	}
-	return c.routeError(a, id, owner, addr, err)
 }
 
 // replayStream hands the first request, already read, to the handler.
@@ -573,24 +728,36 @@ func (r *replayStream) RecvMsg(m any) error {
 	return r.ServerStream.RecvMsg(m)
 }
 
-func (c *clusterState) forwardStream(ss grpc.ServerStream, method string, mi *methodInfo, first proto.Message, owner, addr string) (err error) {
-	defer func() { c.m.forwards.WithLabelValues(method, status.Code(err).String()).Inc() }()
+// forwardStream relays a whole stream to the session's owner. retry says
+// the owner refused it before running the handler and nothing was relayed
+// to the caller (a stream whose caller sends more than one message is
+// never retried: the pump has consumed them).
+func (c *clusterState) forwardStream(ss grpc.ServerStream, method string, mi *methodInfo, first proto.Message, id, owner, addr string, attempt int) (retry bool, err error) {
+	defer func() {
+		if !retry {
+			c.m.forwards.WithLabelValues(method, status.Code(err).String()).Inc()
+		}
+	}()
 	cc, err := c.peer(addr)
 	if err != nil {
-		return status.Errorf(codes.Unavailable, "cannot reach session owner %s at %s: %v", owner, addr, err)
+		c.owners.Forget(id)
+		return false, status.Errorf(codes.Unavailable, "cannot reach session owner %s at %s: %v", owner, addr, err)
 	}
 	ctx, cancel := context.WithCancel(ss.Context())
 	defer cancel()
 	desc := &grpc.StreamDesc{ServerStreams: mi.serverStreams, ClientStreams: mi.clientStreams}
-	cs, err := cc.NewStream(c.outgoing(ctx, method, callerFrom(ctx)), desc, method)
+	caller := callerFrom(ctx)
+	cs, err := cc.NewStream(c.outgoing(ctx, method, caller), desc, method)
 	if notSent(cc, err) && redial(ctx, cc) {
-		cs, err = cc.NewStream(c.outgoing(ctx, method, callerFrom(ctx)), desc, method)
+		cs, err = cc.NewStream(c.outgoing(ctx, method, caller), desc, method)
 	}
 	if err != nil {
-		return c.peerError(err, owner, addr)
+		c.owners.Forget(id)
+		return false, c.peerError(err, owner, addr)
 	}
 	if err := cs.SendMsg(first); err != nil && !errors.Is(err, io.EOF) {
-		return c.peerError(err, owner, addr)
+		c.owners.Forget(id)
+		return false, c.peerError(err, owner, addr)
 	}
 	if mi.clientStreams {
 		// The pump ends when the caller half-closes or the stream ends
@@ -609,9 +776,21 @@ func (c *clusterState) forwardStream(ss grpc.ServerStream, method string, mi *me
 			}
 		}()
 	} else if err := cs.CloseSend(); err != nil {
-		return c.peerError(err, owner, addr)
+		c.owners.Forget(id)
+		return false, c.peerError(err, owner, addr)
 	}
-	if hdr, err := cs.Header(); err == nil {
+	// The header goes to the caller with the first message (or the end),
+	// so that a refused stream can still be sent elsewhere.
+	var hdr metadata.MD
+	if h, err := cs.Header(); err == nil {
+		hdr = h
+	}
+	sentHeader := false
+	sendHeader := func() {
+		if sentHeader {
+			return
+		}
+		sentHeader = true
 		h := ownerHints(hdr)
 		if len(h) == 0 {
 			h = c.hints(owner, addr)
@@ -619,19 +798,28 @@ func (c *clusterState) forwardStream(ss grpc.ServerStream, method string, mi *me
 		h.Set(MetadataServedBy, c.self)
 		_ = ss.SetHeader(h)
 	}
-	for {
+	for relayed := 0; ; relayed++ {
 		m := mi.out.New().Interface()
 		if err := cs.RecvMsg(m); err != nil {
+			if errors.Is(err, io.EOF) {
+				err = nil
+			}
+			retry := c.forwardOutcome(id, owner, err, attempt, hdr, cs.Trailer()) && relayed == 0 && !mi.clientStreams
+			if retry {
+				return true, c.peerError(err, owner, addr)
+			}
+			sendHeader()
 			t := ownerHints(cs.Trailer())
 			t.Set(MetadataServedBy, c.self)
 			ss.SetTrailer(t)
-			if errors.Is(err, io.EOF) {
-				return nil
+			if err != nil {
+				return false, c.peerError(err, owner, addr)
 			}
-			return c.peerError(err, owner, addr)
+			return false, nil
 		}
+		sendHeader()
 		if err := ss.SendMsg(m); err != nil {
-			return err
+			return false, err
 		}
 	}
 }

@@ -343,3 +343,36 @@ func (p *proc) waitFor(ctx context.Context, msg string) (map[string]any, error) 
 		}
 	}
 }
+
+// Redis is a redis-server started alone, for replicas that run in the
+// caller's own process (benchmarks that profile them).
+type Redis struct {
+	URL string // unix:// URL of its socket
+	c   *Cluster
+}
+
+// StartRedis starts a redis-server on a unix socket in a new temporary
+// directory (persistence off) and waits until it answers PING. Close stops
+// it and removes the directory.
+func StartRedis(ctx context.Context) (*Redis, error) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		return nil, ErrNoBinary
+	}
+	dir, err := os.MkdirTemp("", "sgrd")
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{Dir: dir, RedisSock: filepath.Join(dir, "r.sock")}
+	c.RedisURL = "unix://" + c.RedisSock
+	if err := c.StartRedis(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return &Redis{URL: c.RedisURL, c: c}, nil
+}
+
+// Close kills redis-server, waits for it and removes its directory.
+func (r *Redis) Close() { r.c.Close() }
+
+// Key is the directory key (--directory-key) the replicas share.
+func (c *Cluster) Key() string { return c.key }

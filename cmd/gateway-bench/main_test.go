@@ -128,6 +128,20 @@ func TestSmoke(t *testing.T) {
 		}
 	}
 
+	// Section 9a ran (or says why not); 9b never runs in smoke mode.
+	if skipped, _ := doc["cluster"].(map[string]any)["skipped"].(string); skipped == "" {
+		j.positive("cluster.local_run_job", "calls", "p50_ns")
+		j.positive("cluster.forwarded_run_job", "calls", "p50_ns")
+		if got, want := j.num("cluster.forward_ratio"), j.num("cluster.forwarded_run_job.p50_ns")/j.num("cluster.local_run_job.p50_ns"); got != want {
+			t.Errorf("cluster.forward_ratio = %v, want %v", got, want)
+		}
+	} else if os.Getenv("CI") == "true" {
+		t.Errorf("section 9 skipped under CI=true: %s", skipped)
+	}
+	if s, _ := doc["cluster"].(map[string]any)["failures_skipped"].(string); s == "" {
+		t.Error("smoke mode ran section 9b")
+	}
+
 	j.checkTargets()
 
 	var table bytes.Buffer

@@ -21,6 +21,7 @@ type report struct {
 	Scale       scaleResult       `json:"scale"`           // 6
 	Tombstones  tombstoneResult   `json:"tombstones"`      // 7
 	Interceptor interceptorResult `json:"interceptor"`     // 8
+	Cluster     clusterResult     `json:"cluster"`         // 9
 	Ratios      ratios            `json:"ratios"`
 	CPURatios   cpuRatios         `json:"cpu_ratios"`
 	Targets     []targetResult    `json:"targets"`
@@ -144,6 +145,7 @@ func computeTargets(r *report) []targetResult {
 		atMost("tombstone_lookup_miss", "tombstone lookup, miss", 150, t.LookupMissNs, "ns/op"),
 		atMost("tombstone_expire", "tombstone expiry per entry", 150, t.ExpireNsPerEntry, "ns/op"),
 	)
+	ts = append(ts, clusterTargets(r.Cluster)...)
 	for _, c := range r.Interceptor.Cases {
 		ts = append(ts,
 			atMost("interceptor_ns_"+c.Name, "interceptor overhead, "+strings.ReplaceAll(c.Name, "_", " "), 1000, c.OverheadNs, "ns/op"),
@@ -166,7 +168,8 @@ func (r *report) finish(elapsed time.Duration) {
 	r.MaxOtherCPU = -1
 	for _, v := range []float64{r.ARCP.Serial.OtherCPU, r.ARCP.Concurrent.OtherCPU, r.Noop.Serial.OtherCPU,
 		r.Noop.Concurrent.OtherCPU, r.RunJob.Serial.OtherCPU, r.RunJob.Concurrent.OtherCPU,
-		r.Status.Concurrent.OtherCPU, r.Scale.Many.OtherCPU, r.Tombstones.OtherCPU, r.Interceptor.OtherCPU} {
+		r.Status.Concurrent.OtherCPU, r.Scale.Many.OtherCPU, r.Tombstones.OtherCPU, r.Interceptor.OtherCPU,
+		r.Cluster.Local.OtherCPU, r.Cluster.Forwarded.OtherCPU} {
 		r.MaxOtherCPU = max(r.MaxOtherCPU, v)
 	}
 }
@@ -250,6 +253,8 @@ func writeTable(w io.Writer, r *report) error {
 			ic.Name, ic.BareNs, ic.InterceptedNs, ic.OverheadNs, ic.BareAllocs, ic.InterceptedAllocs, ic.OverheadAllocs))
 	}
 	blocks = append(blocks, icpt)
+
+	blocks = append(blocks, clusterBlock(r.Cluster))
 
 	q := r.Ratios
 	blocks = append(blocks, []string{

@@ -41,6 +41,16 @@ func run(ctx context.Context, cfg config) (*report, error) {
 	if err := b.services(ctx, rep); err != nil {
 		return nil, err
 	}
+	switch {
+	case rep.Cluster.Skipped != "":
+		rep.Cluster.FailuresSkipped = rep.Cluster.Skipped
+	case cfg.Mode == "smoke":
+		rep.Cluster.FailuresSkipped = "smoke mode runs no real replicas"
+	default:
+		if err := b.clusterFailures(ctx, &rep.Cluster); err != nil {
+			return nil, fmt.Errorf("9b cluster: %w", err)
+		}
+	}
 	rep.finish(time.Since(start))
 	return rep, nil
 }
@@ -84,6 +94,9 @@ func (b *bench) services(ctx context.Context, rep *report) (err error) {
 	defer stopProfile()
 	if err := b.gatewayCalls(ctx, rep); err != nil {
 		return fmt.Errorf("3/4 gateway: %w", err)
+	}
+	if err := b.clusterForward(ctx, &rep.Cluster); err != nil {
+		return fmt.Errorf("9a cluster: %w", err)
 	}
 	if rep.Memory, rep.Scale, err = b.idleSessions(ctx, rep.RunJob.Serial.P50Ns); err != nil {
 		return fmt.Errorf("5/6 sessions: %w", err)

@@ -1,0 +1,503 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/sessiongate/sessiongate/gateway/cluster/clustertest"
+	"github.com/sessiongate/sessiongate/gateway/directory"
+	"github.com/sessiongate/sessiongate/gateway/server"
+	sessiongatev1 "github.com/sessiongate/sessiongate/gen/sessiongate/v1"
+)
+
+// Section 9, the cluster, has two parts.
+//
+// 9a, forwarding (in this process, so that -cpuprofile sees both hops): a
+// real redis-server (clustertest.StartRedis) and two gateway replicas, A
+// and B, in cluster mode over the runtime child. Serial RunJob(echo) on a
+// fresh session opened through A, called through A (local: A owns it) and
+// through B (forwarded: B finds the owner and calls A over gRPC). The ratio
+// is forwarded p50 ÷ local p50, both in cluster mode, measured alike.
+//
+// 9b, failures (real processes, clustertest): three replicas built from
+// cmd/gateway, one `gateway runtime`, one redis-server, lease TTL 1 s.
+// Takeover: a stream job is watched through its owner, which gets SIGKILL
+// mid-stream; RunJob through another replica is retried every 20 ms until
+// it succeeds (that time is the figure), then the watch continues through
+// that replica from its cursor and the events are checked: none lost, none
+// twice. Rolling restart: six sessions opened across the replicas, one
+// worker per session calling RunJob(echo) through the replicas in turn,
+// while each replica in turn gets SIGTERM and is started again; failed
+// calls are counted by status code (a NOT_FOUND is a lost session).
+//
+// Without redis-server the section is skipped with the reason printed,
+// unless CI=true, where the run fails.
+
+// clusterResult is section 9.
+type clusterResult struct {
+	Skipped   string `json:"skipped,omitempty"` // why the section (or 9b) did not run
+	Local     point  `json:"local_run_job"`     // 9a through the owner
+	Forwarded point  `json:"forwarded_run_job"` // 9a through another replica
+	// ForwardRatio = Forwarded p50 ÷ Local p50.
+	ForwardRatio float64 `json:"forward_ratio"`
+
+	Failures        *clusterFailures `json:"failures,omitempty"`         // 9b; nil when skipped
+	FailuresSkipped string           `json:"failures_skipped,omitempty"` // why 9b did not run
+}
+
+// clusterFailures is section 9b.
+type clusterFailures struct {
+	LeaseTTLSeconds float64 `json:"lease_ttl_seconds"`
+	// TakeoverSeconds: SIGKILL of the owner → first successful RunJob on
+	// that session through another replica.
+	TakeoverSeconds  float64 `json:"takeover_seconds"`
+	Events           int     `json:"events"` // the watched job's events
+	EventsLost       int     `json:"events_lost"`
+	EventsDuplicated int     `json:"events_duplicated"`
+	// Rolling restart of every replica under load.
+	RollingOK     int64            `json:"rolling_ok"`
+	RollingFailed map[string]int64 `json:"rolling_failed"` // by status code
+	SessionsLost  int              `json:"rolling_sessions_lost"`
+}
+
+// clusterSecret is the secret of 9a's replicas.
+const clusterSecret = "gateway-bench-cluster-secret"
+
+// skipOrFail turns a missing redis-server into the reason the section is
+// skipped, except under CI=true.
+func skipOrFail(err error) (string, error) {
+	if errors.Is(err, clustertest.ErrNoBinary) && os.Getenv("CI") != "true" {
+		return err.Error() + " (apt-get install redis-server)", nil
+	}
+	return "", err
+}
+
+// clusterForward is section 9a.
+func (b *bench) clusterForward(ctx context.Context, r *clusterResult) (err error) {
+	rd, err := clustertest.StartRedis(ctx)
+	if err != nil {
+		r.Skipped, err = skipOrFail(err)
+		return err
+	}
+	defer rd.Close()
+	var k [32]byte
+	_, _ = rand.Read(k[:])
+	key := "k1:" + base64.StdEncoding.EncodeToString(k[:])
+	var reps []*benchReplica
+	defer func() {
+		for _, rp := range reps {
+			err = errors.Join(err, rp.stop(30*time.Second))
+		}
+	}()
+	for _, inst := range []string{"bench-a", "bench-b"} {
+		rp, err := startBenchReplica(ctx, inst, rd.URL, key, b.rt.url, b.cfg.GatewayLog)
+		if err != nil {
+			return err
+		}
+		reps = append(reps, rp)
+	}
+	ccA, err := dialConns(ctx, reps[0].addr, 1)
+	if err != nil {
+		return err
+	}
+	defer closeConns(ccA)
+	ccB, err := dialConns(ctx, reps[1].addr, 1)
+	if err != nil {
+		return err
+	}
+	defer closeConns(ccB)
+	through := func(cc *grpc.ClientConn) workload {
+		return func(ctx context.Context) ([]callFunc, func() error, error) {
+			id, err := openSession(ctx, ccA[0])
+			if err != nil {
+				return nil, nil, err
+			}
+			return []callFunc{runJobCaller(cc, id)}, func() error { return closeSession(ctx, ccA[0], id) }, nil
+		}
+	}
+	if r.Local, err = b.measure(ctx, pointSpec{name: "9a cluster RunJob, local", serial: true, conns: 1, sessions: 1, work: through(ccA[0])}); err != nil {
+		return err
+	}
+	if r.Forwarded, err = b.measure(ctx, pointSpec{name: "9a cluster RunJob, forwarded", serial: true, conns: 1, sessions: 1, work: through(ccB[0])}); err != nil {
+		return err
+	}
+	r.ForwardRatio = float64(r.Forwarded.P50Ns) / float64(r.Local.P50Ns)
+	b.progress("9a forwarded p50 ÷ local p50 = %.3f", r.ForwardRatio)
+	return nil
+}
+
+// benchReplica is one in-process cluster replica of 9a.
+type benchReplica struct {
+	gw      *server.Gateway
+	dir     *directory.Directory
+	addr    string
+	served  chan error
+	stopRun context.CancelFunc
+	ran     chan struct{}
+}
+
+func startBenchReplica(ctx context.Context, instance, redisURL, key, runtimeURL string, logw io.Writer) (_ *benchReplica, err error) {
+	log := slog.New(slog.NewJSONHandler(logw, &slog.HandlerOptions{Level: slog.LevelInfo})).With("instance", instance)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			lis.Close()
+		}
+	}()
+	addr := lis.Addr().String()
+	d, err := directory.Open(ctx, redisURL, directory.Config{Instance: instance, Advertise: addr, Keys: []string{key}, LeaseTTL: time.Second})
+	if err != nil {
+		return nil, err
+	}
+	runCtx, stopRun := context.WithCancel(context.Background())
+	rp := &benchReplica{dir: d, addr: addr, served: make(chan error, 1), stopRun: stopRun, ran: make(chan struct{})}
+	go func() {
+		defer close(rp.ran)
+		_ = d.Run(runCtx)
+	}()
+	profiles, err := timeoutProfiles()
+	if err == nil {
+		rp.gw, err = server.New(server.Config{
+			InstanceID: instance, Runtimes: []server.Runtime{{Name: "default", URL: runtimeURL}},
+			IdleTimeout: time.Hour, MaxInputBytes: 8 << 20, Upstream: upstreamTemplate(),
+			TimeoutProfiles: profiles, Registry: prometheus.NewRegistry(), Logger: log,
+			Cluster: &server.ClusterConfig{Directory: d, Advertise: addr, Secret: clusterSecret},
+		})
+	}
+	if err != nil {
+		stopRun()
+		<-rp.ran
+		_ = d.Close()
+		return nil, fmt.Errorf("cluster replica %s: %w", instance, err)
+	}
+	go func() { rp.served <- rp.gw.Serve(lis) }()
+	return rp, nil
+}
+
+// stop shuts the replica down (its sessions are handed off to the
+// directory), then drops its lease and closes the directory.
+func (rp *benchReplica) stop(timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	err := rp.gw.Shutdown(ctx)
+	if serr := <-rp.served; serr != nil {
+		err = errors.Join(err, serr)
+	}
+	rp.stopRun()
+	<-rp.ran
+	return errors.Join(err, rp.dir.Close())
+}
+
+// clusterFailures is section 9b (real processes). It is bounded by
+// failuresTimeout.
+func (b *bench) clusterFailures(ctx context.Context, r *clusterResult) (err error) {
+	ctx, cancel := context.WithTimeout(ctx, failuresTimeout)
+	defer cancel()
+	b.progress("9b cluster: building cmd/gateway and starting redis-server, `gateway runtime` and three replicas")
+	c, err := clustertest.Start(ctx, clustertest.Options{Replicas: 3, LeaseTTL: time.Second})
+	if err != nil {
+		r.FailuresSkipped, err = skipOrFail(err)
+		return err
+	}
+	defer c.Close()
+	gws := make([]sessiongatev1.SessionGatewayClient, len(c.Replicas))
+	for i, rp := range c.Replicas {
+		// Reconnect at once to a restarted replica (grpc-go's default
+		// backoff grows to two minutes).
+		cc, err := grpc.NewClient(rp.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithConnectParams(grpc.ConnectParams{MinConnectTimeout: time.Second,
+				Backoff: backoff.Config{BaseDelay: 20 * time.Millisecond, Multiplier: 1.6, MaxDelay: 200 * time.Millisecond}}))
+		if err != nil {
+			return err
+		}
+		defer cc.Close()
+		gws[i] = sessiongatev1.NewSessionGatewayClient(cc)
+	}
+	f := &clusterFailures{LeaseTTLSeconds: c.LeaseTTL.Seconds(), RollingFailed: map[string]int64{}}
+	if err := takeoverFigures(ctx, c, gws, f); err != nil {
+		return fmt.Errorf("takeover: %w", err)
+	}
+	b.progress("9b takeover: first call through gw-2 %.3fs after SIGKILL of gw-1 (lease TTL %v); %d events, %d lost, %d twice",
+		f.TakeoverSeconds, c.LeaseTTL, f.Events, f.EventsLost, f.EventsDuplicated)
+	if err := c.StartReplica(ctx, 0); err != nil {
+		return err
+	}
+	if err := rollingFigures(ctx, c, gws, f); err != nil {
+		return fmt.Errorf("rolling restart: %w", err)
+	}
+	b.progress("9b rolling restart: %d calls ok, failed by code %v, %d sessions lost", f.RollingOK, f.RollingFailed, f.SessionsLost)
+	r.Failures = f
+	return nil
+}
+
+// failuresTimeout bounds section 9b (a build, a takeover, three restarts).
+const failuresTimeout = 3 * time.Minute
+
+func echoOn(ctx context.Context, gw sessiongatev1.SessionGatewayClient, sid string) error {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err := gw.RunJob(cctx, &sessiongatev1.RunJobRequest{SessionId: sid, Agent: "echo", Input: echoValue()})
+	return err
+}
+
+// pause waits d or until ctx ends (between retries; not a synchronisation).
+func pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+		return nil
+	}
+}
+
+// takeoverFigures: SIGKILL of a session's owner mid-stream, the time until
+// a call through another replica succeeds, and the watched job's events.
+func takeoverFigures(ctx context.Context, c *clustertest.Cluster, gws []sessiongatev1.SessionGatewayClient, f *clusterFailures) error {
+	open, err := gws[0].OpenSession(ctx, &sessiongatev1.OpenSessionRequest{ClientName: "gateway-bench"})
+	if err != nil {
+		return err
+	}
+	sid := open.GetSessionId()
+	const count, killAt = 40, 10
+	in, _ := structpb.NewValue(map[string]any{"count": count, "interval_ms": 25})
+	sub, err := gws[0].SubmitJob(ctx, &sessiongatev1.SubmitJobRequest{SessionId: sid, Agent: "stream", Input: in})
+	if err != nil {
+		return err
+	}
+	seen := map[int]int{}
+	total := 0
+	var killedAt time.Time
+	cursor, _, _ := watchJob(ctx, gws[0], sid, sub.GetJobId(), 0, func(i int) bool {
+		seen[i]++
+		total++
+		if total == killAt {
+			c.Kill(0)
+			killedAt = time.Now()
+			return false
+		}
+		return true
+	})
+	if killedAt.IsZero() {
+		return fmt.Errorf("the job ended after %d events, before the kill", total)
+	}
+	for {
+		err := echoOn(ctx, gws[1], sid)
+		if err == nil {
+			break
+		}
+		if status.Code(err) != codes.Unavailable {
+			return fmt.Errorf("RunJob through gw-2 after the kill: %w", err)
+		}
+		if err := pause(ctx, 20*time.Millisecond); err != nil {
+			return fmt.Errorf("no takeover: %w", err)
+		}
+	}
+	f.TakeoverSeconds = time.Since(killedAt).Seconds()
+	for done := false; !done; {
+		var err error
+		cursor, done, err = watchJob(ctx, gws[1], sid, sub.GetJobId(), cursor, func(i int) bool { seen[i]++; total++; return true })
+		if err != nil && status.Code(err) != codes.Unavailable {
+			return fmt.Errorf("watch through gw-2 after the takeover: %w", err)
+		}
+		if err != nil {
+			if err := pause(ctx, 20*time.Millisecond); err != nil {
+				return err
+			}
+		} else if !done {
+			return errors.New("the watch ended without the job's result")
+		}
+	}
+	f.Events = count
+	for i := range count {
+		switch n := seen[i]; {
+		case n == 0:
+			f.EventsLost++
+		case n > 1:
+			f.EventsDuplicated += n - 1
+		}
+	}
+	return echoOn(ctx, gws[2], sid)
+}
+
+// watchJob relays a job's events (their "i") from cursor on to each until
+// the result (done), an error, or each returns false; it returns the last
+// event_seq seen.
+func watchJob(ctx context.Context, gw sessiongatev1.SessionGatewayClient, sid, job string, from uint64, each func(int) bool) (uint64, bool, error) {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := gw.WatchJob(wctx, &sessiongatev1.WatchJobRequest{SessionId: sid, JobId: job, FromEventSeq: from})
+	if err != nil {
+		return from, false, err
+	}
+	for {
+		item, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return from, false, nil
+		}
+		if err != nil {
+			return from, false, err
+		}
+		from = item.GetEventSeq()
+		if item.GetResult() != nil || item.GetError() != nil {
+			return from, true, nil
+		}
+		if v, ok := item.GetEvent().GetBody().GetStructValue().GetFields()["i"]; ok && !each(int(v.GetNumberValue())) {
+			return from, false, nil
+		}
+	}
+}
+
+// rollingFigures: every replica in turn gets SIGTERM and is started again
+// while one worker per session calls RunJob through the replicas in turn.
+func rollingFigures(ctx context.Context, c *clustertest.Cluster, gws []sessiongatev1.SessionGatewayClient, f *clusterFailures) error {
+	var sids []string
+	for i := range 6 {
+		open, err := gws[i%3].OpenSession(ctx, &sessiongatev1.OpenSessionRequest{ClientName: "gateway-bench"}, grpc.WaitForReady(true))
+		if err != nil {
+			return err
+		}
+		sids = append(sids, open.GetSessionId())
+	}
+	var (
+		mu     sync.Mutex
+		ok     atomic.Int64
+		failed = map[string]int64{}
+		lost   = map[string]bool{}
+	)
+	lctx, stopLoad := context.WithCancel(ctx)
+	defer stopLoad()
+	var wg sync.WaitGroup
+	for w, sid := range sids {
+		wg.Go(func() {
+			for n := w; lctx.Err() == nil; n++ {
+				err := echoOn(lctx, gws[n%3], sid)
+				if lctx.Err() != nil {
+					return
+				}
+				if err == nil {
+					ok.Add(1)
+					continue
+				}
+				mu.Lock()
+				failed[status.Code(err).String()]++
+				if status.Code(err) == codes.NotFound {
+					lost[sid] = true
+				}
+				mu.Unlock()
+				_ = pause(lctx, 20*time.Millisecond)
+			}
+		})
+	}
+	progress := func() error { // 30 more calls succeed
+		want := ok.Load() + 30
+		for ok.Load() < want {
+			if err := pause(ctx, 10*time.Millisecond); err != nil {
+				return fmt.Errorf("no progress under load (%d calls ok): %w", ok.Load(), err)
+			}
+		}
+		return nil
+	}
+	err := func() error {
+		for i := range c.Replicas {
+			if err := progress(); err != nil {
+				return err
+			}
+			tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			err := c.Term(tctx, i)
+			cancel()
+			if err != nil {
+				return err
+			}
+			if err := c.StartReplica(ctx, i); err != nil {
+				return err
+			}
+		}
+		return progress()
+	}()
+	stopLoad()
+	wg.Wait()
+	f.RollingOK = ok.Load()
+	f.RollingFailed = failed
+	f.SessionsLost = len(lost)
+	return err
+}
+
+// clusterTargets are section 9's rows of the TARGETS table (none for a
+// part that was skipped).
+func clusterTargets(r clusterResult) []targetResult {
+	var ts []targetResult
+	if r.Skipped == "" {
+		ts = append(ts, atMost("cluster_forward_ratio", "cluster: forwarded RunJob p50 ÷ local RunJob p50", 1.3, r.ForwardRatio, "ratio"))
+	}
+	if f := r.Failures; f != nil {
+		ts = append(ts,
+			atMost("cluster_takeover", fmt.Sprintf("cluster: SIGKILL of the owner → first call through another replica (lease TTL %gs + 1s)", f.LeaseTTLSeconds),
+				f.LeaseTTLSeconds+1, f.TakeoverSeconds, "s"),
+			atMost("cluster_events_lost", "cluster: events lost across the takeover", 0, float64(f.EventsLost), "events"),
+			atMost("cluster_events_duplicated", "cluster: events delivered twice across the takeover", 0, float64(f.EventsDuplicated), "events"),
+			atMost("cluster_rolling_sessions_lost", "cluster: sessions lost in a rolling restart of 3 replicas", 0, float64(f.SessionsLost), "sessions"),
+		)
+	}
+	return ts
+}
+
+// clusterBlock is section 9 in the table.
+func clusterBlock(r clusterResult) []string {
+	out := []string{"9 CLUSTER (real redis-server)\tp50\tp99\tcalls"}
+	if r.Skipped != "" {
+		return append(out, "skipped: "+r.Skipped)
+	}
+	out = append(out,
+		fmt.Sprintf("9a RunJob(echo) through the owner\t%s\t%s\t%d", us(r.Local.P50Ns), us(r.Local.P99Ns), r.Local.Calls),
+		fmt.Sprintf("9a RunJob(echo) through another replica (forwarded)\t%s\t%s\t%d", us(r.Forwarded.P50Ns), us(r.Forwarded.P99Ns), r.Forwarded.Calls),
+		fmt.Sprintf("9a forwarded ÷ local p50\t%.3f", r.ForwardRatio))
+	f := r.Failures
+	if f == nil {
+		return append(out, "9b skipped: "+r.FailuresSkipped)
+	}
+	failed := "none"
+	if len(f.RollingFailed) > 0 {
+		keys := make([]string, 0, len(f.RollingFailed))
+		for k := range f.RollingFailed {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		failed = ""
+		for i, k := range keys {
+			if i > 0 {
+				failed += ", "
+			}
+			failed += fmt.Sprintf("%s %d", k, f.RollingFailed[k])
+		}
+	}
+	return append(out,
+		fmt.Sprintf("9b takeover (3 real replicas, lease TTL %gs): SIGKILL → first call through another replica\t%.3fs", f.LeaseTTLSeconds, f.TakeoverSeconds),
+		fmt.Sprintf("9b events across the takeover: lost, twice (of %d)\t%d, %d", f.Events, f.EventsLost, f.EventsDuplicated),
+		fmt.Sprintf("9b rolling SIGTERM restart of 3 replicas: calls ok\t%d", f.RollingOK),
+		fmt.Sprintf("9b rolling restart: calls failed, by status code\t%s", failed),
+		fmt.Sprintf("9b rolling restart: sessions lost\t%d", f.SessionsLost))
+}

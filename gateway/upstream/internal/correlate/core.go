@@ -184,17 +184,17 @@ func New(cfg Config) *Core {
 	if cfg.MaxUnclaimed <= 0 {
 		cfg.MaxUnclaimed = 10_000
 	}
-	return &Core{
-		cfg:        cfg,
-		entries:    map[ID]*entry{},
-		byReq:      map[string]*entry{},
-		byTrace:    map[string]*entry{},
-		traceN:     map[string]int{},
-		jobs:       map[string]*jobRec{},
-		unclaimed:  map[string]string{},
-		deadTrace:  map[string]time.Time{},
-		wantCancel: map[string]struct{}{},
+	// The maps are made on first write: an idle session's core costs no
+	// more than its struct (reads and deletes work on nil maps).
+	return &Core{cfg: cfg}
+}
+
+// put stores v under k in *m, making the map on first use.
+func put[K comparable, V any](m *map[K]V, k K, v V) {
+	if *m == nil {
+		*m = make(map[K]V)
 	}
+	(*m)[k] = v
 }
 
 // Actions returns the actions emitted since the last call, in order. The
@@ -233,10 +233,10 @@ func (c *Core) Written(id ID, req, trace, key string, callerKey bool) bool {
 	e := c.entries[id]
 	if e == nil {
 		e = &entry{id: id, trace: trace, key: key, callerKey: callerKey, live: true}
-		c.entries[id] = e
+		put(&c.entries, id, e)
 		if trace != "" {
-			c.byTrace[trace] = e
-			c.traceN[trace]++
+			put(&c.byTrace, trace, e)
+			put(&c.traceN, trace, c.traceN[trace]+1)
 		}
 	} else {
 		if e.where != resendPending {
@@ -246,7 +246,7 @@ func (c *Core) Written(id ID, req, trace, key string, callerKey bool) bool {
 	}
 	e.req = req
 	e.where = inFIFO
-	c.byReq[req] = e
+	put(&c.byReq, req, e)
 	c.fifo = append(c.fifo, e)
 	return true
 }
@@ -272,7 +272,7 @@ func (c *Core) GaveUp(id ID, now time.Time, ttl time.Duration) {
 // tombstones its trace id so that a late accept carrying it is an orphan.
 func (c *Core) buryLocked(e *entry, now time.Time) {
 	if e.trace != "" {
-		c.deadTrace[e.trace] = now.Add(c.cfg.TraceTTL)
+		put(&c.deadTrace, e.trace, now.Add(c.cfg.TraceTTL))
 	}
 	c.forget(e)
 }
@@ -336,7 +336,7 @@ func (c *Core) bind(e *entry, job string) {
 	c.finishEntry(e)
 	delete(c.unclaimed, job)
 	if live {
-		c.jobs[job] = &jobRec{key: e.key, owner: e.id}
+		put(&c.jobs, job, &jobRec{key: e.key, owner: e.id})
 		c.emit(Action{Kind: Deliver, ID: e.id, Job: job})
 	} else {
 		c.ctr.LateAnswers++
@@ -364,9 +364,9 @@ func (c *Core) orphan(job string) {
 	if r := c.jobs[job]; r != nil && r.owner == 0 {
 		return // already cancelled
 	}
-	c.jobs[job] = &jobRec{}
+	put(&c.jobs, job, &jobRec{})
 	c.ctr.OrphansCancelled++
-	c.wantCancel[job] = struct{}{}
+	put(&c.wantCancel, job, struct{}{})
 	if c.connected {
 		c.emit(Action{Kind: Cancel, Job: job})
 	}
@@ -464,7 +464,7 @@ func (c *Core) hold(job, trace string) {
 		c.orphan(job)
 		return
 	}
-	c.unclaimed[job] = trace
+	put(&c.unclaimed, job, trace)
 }
 
 // Rejected handles a session.error naming request id req with err. It
@@ -610,7 +610,7 @@ func (c *Core) WantCancel(job string) {
 	if _, ok := c.wantCancel[job]; ok {
 		return
 	}
-	c.wantCancel[job] = struct{}{}
+	put(&c.wantCancel, job, struct{}{})
 	if c.connected {
 		c.emit(Action{Kind: Cancel, Job: job})
 	}

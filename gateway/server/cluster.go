@@ -5,10 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
@@ -64,6 +68,8 @@ type ClusterConfig struct {
 	// PeerDialOptions replace the default options of peer connections
 	// (plaintext): give transport credentials for TLS between replicas.
 	PeerDialOptions []grpc.DialOption
+
+	tracer trace.TracerProvider // Config.TracerProvider (set by New)
 }
 
 func (c *ClusterConfig) setDefaults() {
@@ -650,7 +656,7 @@ func (c *clusterState) peer(addr string) (*grpc.ClientConn, error) {
 	if cc := c.peers[addr]; cc != nil {
 		return cc, nil
 	}
-	opts := c.cfg.PeerDialOptions
+	opts := slices.Clone(c.cfg.PeerDialOptions)
 	if len(opts) == 0 {
 		opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	}
@@ -661,6 +667,12 @@ func (c *clusterState) peer(addr string) (*grpc.ClientConn, error) {
 			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
 			MinConnectTimeout: 2 * time.Second,
 		}))
+	if tp := c.cfg.tracer; tp != nil {
+		// A forwarded call continues the forwarder's trace: a client span
+		// here, its traceparent the parent of the owner's server span.
+		opts = append(opts, grpc.WithStatsHandler(otelgrpc.NewClientHandler(
+			otelgrpc.WithTracerProvider(tp), otelgrpc.WithPropagators(propagation.TraceContext{}))))
+	}
 	cc, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return nil, err

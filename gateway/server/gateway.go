@@ -292,6 +292,7 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	if cfg.Cluster != nil {
 		cc := *cfg.Cluster
+		cc.tracer = cfg.TracerProvider
 		cc.setDefaults()
 		if err := cc.validate(); err != nil {
 			return nil, fmt.Errorf("gateway: %w", err)

@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"net/http"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -24,39 +21,7 @@ func TestJobsAPIReadme(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	bin := filepath.Join(t.TempDir(), "gateway")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	var gwOut bytes.Buffer
-	gw := exec.CommandContext(ctx, bin)
-	gw.Stdout, gw.Stderr = &gwOut, &gwOut
-	if err := gw.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- gw.Wait() }()
-	defer func() {
-		if gw.ProcessState == nil {
-			_ = gw.Process.Kill()
-			<-exited
-		}
-	}()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for ready := false; !ready; {
-		select {
-		case err := <-exited:
-			t.Fatalf("gateway exited early: %v\n%s", err, gwOut.String())
-		case <-ctx.Done():
-			t.Fatal("gateway did not become ready")
-		case <-tick.C:
-		}
-		if resp, err := http.Get("http://127.0.0.1:8080/healthz"); err == nil {
-			resp.Body.Close()
-			ready = resp.StatusCode == http.StatusOK
-		}
-	}
+	gw, gwOut, exited := startReadmeGateway(t, ctx)
 	cmd := exec.CommandContext(ctx, "bash", "-e", "-c", strings.Join(readmeBlock(t, "jobs-api"), "\n"))
 	cmd.Dir = "../.."
 	out, err := cmd.CombinedOutput()

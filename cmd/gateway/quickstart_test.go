@@ -42,6 +42,43 @@ func readmeBlock(t *testing.T, name string) []string {
 	return lines
 }
 
+// startReadmeGateway builds the gateway and starts it as the README's
+// blocks expect it (no flags: embedded runtime, default ports), and waits
+// until /healthz answers. exited receives the process's end; the process is
+// killed when the test ends, if it still runs.
+func startReadmeGateway(t *testing.T, ctx context.Context) (gw *exec.Cmd, out *bytes.Buffer, exited <-chan error) {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "gateway")
+	if b, err := exec.CommandContext(ctx, "go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, b)
+	}
+	out = &bytes.Buffer{}
+	gw = exec.CommandContext(ctx, bin)
+	gw.Stdout, gw.Stderr = out, out
+	if err := gw.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- gw.Wait() }()
+	t.Cleanup(func() { _ = gw.Process.Kill() }) // a no-op once it has exited
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for ready := false; !ready; {
+		select {
+		case err := <-done:
+			t.Fatalf("gateway exited early: %v\n%s", err, out.String())
+		case <-ctx.Done():
+			t.Fatal("gateway did not become ready")
+		case <-tick.C:
+		}
+		if resp, err := http.Get("http://127.0.0.1:8080/healthz"); err == nil {
+			resp.Body.Close()
+			ready = resp.StatusCode == http.StatusOK
+		}
+	}
+	return gw, out, done
+}
+
 // TestQuickstart runs the README's quickstart verbatim against the gateway
 // started as the README says (no flags: embedded runtime, default ports),
 // then stops it with SIGTERM and expects a clean exit.
@@ -55,37 +92,7 @@ func TestQuickstart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 
-	bin := filepath.Join(t.TempDir(), "gateway")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	var gwOut bytes.Buffer
-	gw := exec.CommandContext(ctx, bin)
-	gw.Stdout, gw.Stderr = &gwOut, &gwOut
-	if err := gw.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- gw.Wait() }()
-	defer func() {
-		if gw.ProcessState == nil {
-			_ = gw.Process.Kill()
-			<-exited
-		}
-	}()
-	for ready := false; !ready; {
-		select {
-		case err := <-exited:
-			t.Fatalf("gateway exited early: %v\n%s", err, gwOut.String())
-		case <-ctx.Done():
-			t.Fatal("gateway did not become ready")
-		case <-time.After(50 * time.Millisecond):
-		}
-		if resp, err := http.Get("http://127.0.0.1:8080/healthz"); err == nil {
-			resp.Body.Close()
-			ready = resp.StatusCode == http.StatusOK
-		}
-	}
+	gw, gwOut, exited := startReadmeGateway(t, ctx)
 
 	lines := quickstartLines(t)
 	var script strings.Builder

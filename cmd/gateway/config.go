@@ -30,6 +30,7 @@ type options struct {
 	maxRetainedCaller   int64
 	maxWatchersPerJob   int
 	maxStreams          int
+	streamWorkers       int
 	keepaliveTime       time.Duration
 	keepaliveTimeout    time.Duration
 	keepaliveMinTime    time.Duration
@@ -98,6 +99,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	num64(&o.maxRetainedCaller, "max-retained-bytes-per-caller", "SESSIONGATE_MAX_RETAINED_BYTES_PER_CALLER", 256<<20, "cap on results and events held in memory for one caller")
 	num(&o.maxWatchersPerJob, "max-watchers-per-job", "SESSIONGATE_MAX_WATCHERS_PER_JOB", 16, "cap on WatchJob streams of one job")
 	num(&o.maxStreams, "max-concurrent-streams", "SESSIONGATE_MAX_CONCURRENT_STREAMS", 1024, "cap on concurrent calls per client connection (HTTP/2 streams)")
+	num(&o.streamWorkers, "stream-workers", "SESSIONGATE_STREAM_WORKERS", 0, "goroutines kept to run calls (0: 2 × GOMAXPROCS, -1: a new goroutine per call)")
 	dur(&o.keepaliveTime, "keepalive-time", "SESSIONGATE_KEEPALIVE_TIME", 2*time.Minute, "ping a client connection idle this long")
 	dur(&o.keepaliveTimeout, "keepalive-timeout", "SESSIONGATE_KEEPALIVE_TIMEOUT", 20*time.Second, "close a connection whose ping is unanswered this long")
 	dur(&o.keepaliveMinTime, "keepalive-min-time", "SESSIONGATE_KEEPALIVE_MIN_TIME", 10*time.Second, "shortest client ping interval tolerated; faster pingers get GOAWAY too_many_pings")

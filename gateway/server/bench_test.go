@@ -12,9 +12,13 @@ import (
 
 // benchHarness is newHarness for benchmarks: a gateway over a reference
 // runtime on loopback, with the production interceptor chain.
-func benchHarness(b *testing.B) (*harness, string) {
+func benchHarness(b *testing.B, opts ...func(*Config)) (*harness, string) {
 	b.Helper()
-	h := newHarnessTB(b, harnessOpts{})
+	h := newHarnessTB(b, harnessOpts{config: func(c *Config) {
+		for _, o := range opts {
+			o(c)
+		}
+	}})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	resp, err := h.client.OpenSession(ctx, &sessiongatev1.OpenSessionRequest{})
@@ -52,8 +56,20 @@ func mustValueTB(tb testing.TB, v any) *structpb.Value {
 	return pv
 }
 
+// BenchmarkRunJobEcho: one RunJob at a time over loopback, with the default
+// stream workers and with none (a new goroutine per call); compare with
+// benchstat -col /workers.
 func BenchmarkRunJobEcho(b *testing.B) {
-	h, id := benchHarness(b)
+	for _, w := range []struct {
+		name string
+		n    int
+	}{{"default", 0}, {"none", -1}} {
+		b.Run("workers="+w.name, func(b *testing.B) { benchRunJobEcho(b, w.n) })
+	}
+}
+
+func benchRunJobEcho(b *testing.B, workers int) {
+	h, id := benchHarness(b, func(c *Config) { c.StreamWorkers = workers })
 	req := &sessiongatev1.RunJobRequest{SessionId: id, Agent: "echo", Input: mustValueTB(b, map[string]any{"hello": "world"})}
 	b.ReportAllocs()
 	b.ResetTimer()

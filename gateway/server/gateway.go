@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -79,6 +80,13 @@ type Config struct {
 	MaxRetainedBytes, MaxRetainedBytesPerCaller int64
 	// MaxWatchersPerJob caps the WatchJob streams of one job (default 16).
 	MaxWatchersPerJob int
+	// StreamWorkers is the number of long-lived goroutines that run calls
+	// (grpc.NumStreamWorkers): a call then starts on a goroutine whose stack
+	// has already grown, instead of a new one per call (busy workers fall
+	// back to a new goroutine). 0 means 2 × GOMAXPROCS; negative, none.
+	// Measured: BenchmarkRunJobEcho 177.1 µs ± 4 % with the default (4 on 2
+	// cores) against 192.2 µs ± 5 % with none (−8.5 %, p=0.003, n=8).
+	StreamWorkers int
 	// MaxConcurrentStreams caps the concurrent gRPC streams (calls) of one
 	// client connection (default 1,024); further calls queue in the client.
 	MaxConcurrentStreams uint32
@@ -147,6 +155,9 @@ func (c *Config) setDefaults() {
 	def(&c.MaxRetainedBytesPerCaller, DefaultMaxRetainedBytesPerCaller)
 	if c.MaxWatchersPerJob == 0 {
 		c.MaxWatchersPerJob = DefaultMaxWatchersPerJob
+	}
+	if c.StreamWorkers == 0 {
+		c.StreamWorkers = 2 * runtime.GOMAXPROCS(0)
 	}
 	if c.MaxConcurrentStreams == 0 {
 		c.MaxConcurrentStreams = DefaultMaxConcurrentStreams
@@ -352,6 +363,7 @@ func New(cfg Config) (*Gateway, error) {
 		grpc.MaxRecvMsgSize(cfg.MaxInputBytes+(1<<20)),
 		grpc.MaxSendMsgSize(32<<20),
 		grpc.MaxConcurrentStreams(cfg.MaxConcurrentStreams),
+		streamWorkers(cfg.StreamWorkers),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.KeepaliveMinTime, PermitWithoutStream: true}),
 	)...)
@@ -572,4 +584,12 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		drainErr = fmt.Errorf("gateway: closing upstream sessions: %w", drainErr)
 	}
 	return errors.Join(hard, drainErr)
+}
+
+// streamWorkers is the NumStreamWorkers option for n (see Config).
+func streamWorkers(n int) grpc.ServerOption {
+	if n <= 0 {
+		return grpc.EmptyServerOption{}
+	}
+	return grpc.NumStreamWorkers(uint32(n))
 }

@@ -575,7 +575,7 @@ func (c *clusterState) upstreamConfig(rt Runtime, caller string) upstream.Config
 	uc.Counters = rt.Counters
 	uc.Client = arcp.ClientInfo{Name: "sessiongate", Version: "1"}
 	uc.Features = c.features
-	attachRetained(&uc, c.retained.Account(caller))
+	uc.RetainedBytes = c.retained.Account(caller) // results and events held in memory are reserved there
 	uc.KeyNamespace = caller
 	return uc
 }

@@ -288,7 +288,7 @@ func New(cfg Config) (*Gateway, error) {
 			if len(req.GetFeatures()) > 0 {
 				uc.Features = implementedFeatures(req.GetFeatures()) // empty: none
 			}
-			attachRetained(&uc, retained.Account(caller))
+			uc.RetainedBytes = retained.Account(caller) // results and events held in memory are reserved there
 			uc.KeyNamespace = caller
 			if g.cluster == nil {
 				return upstream.Dial(ctx, uc)

@@ -356,7 +356,7 @@ func (s *service) holdUntilEnd(sess *session.Session[*upstream.Conn], jobID stri
 	go func() {
 		defer s.bg.Done()
 		defer s.liveJobs.Release(sess.Caller, 1)
-		waitJobEnd(sess.Conn, jobID)
+		<-sess.Conn.JobDone(jobID) // the terminal, the job forgotten, or the session ended
 	}()
 }
 
@@ -394,7 +394,7 @@ func (s *service) RunJob(ctx context.Context, req *sessiongatev1.RunJobRequest) 
 		return nil, s.err(err)
 	}
 	if term.Error != nil {
-		forget(sess.Conn, acc.JobID)
+		sess.Conn.Forget(acc.JobID)
 		return nil, jobErrorStatus(acc.JobID, term.Error)
 	}
 	resp := &sessiongatev1.RunJobResponse{JobId: acc.JobID}
@@ -403,7 +403,7 @@ func (s *service) RunJob(ctx context.Context, req *sessiongatev1.RunJobRequest) 
 		resp.Result, resp.RawResult = valueOrRaw(term.Result.Result)
 	}
 	if term.AssemblyErr != nil {
-		forget(sess.Conn, acc.JobID)
+		sess.Conn.Forget(acc.JobID)
 		return nil, s.err(&assemblyError{jobID: acc.JobID, err: term.AssemblyErr})
 	}
 	if a := term.Assembled; a != nil {
@@ -416,7 +416,7 @@ func (s *service) RunJob(ctx context.Context, req *sessiongatev1.RunJobRequest) 
 		}
 	}
 	decorateRun(resp, acc, term)
-	forget(sess.Conn, acc.JobID) // the result now lives in resp only
+	sess.Conn.Forget(acc.JobID) // the result now lives in resp only
 	return resp, nil
 }
 

@@ -234,3 +234,15 @@ func toStatus(log *slog.Logger, err error) error {
 	log.Error("unmapped error", "err", err)
 	return status.Error(codes.Internal, "internal error")
 }
+
+// assemblyError: a streamed result (§8.4) could not be put together.
+type assemblyError struct {
+	jobID string
+	err   error
+}
+
+func (e *assemblyError) Error() string {
+	return "job " + e.jobID + ": the streamed result could not be assembled: " + e.err.Error()
+}
+
+func (e *assemblyError) Unwrap() error { return e.err }

@@ -150,8 +150,7 @@ type Core struct {
 
 	entries map[ID]*entry
 	byReq   map[string]*entry // every envelope id an entry was written under
-	byTrace map[string]*entry // waiting entries (fifo, limbo, resendPending) by trace id
-	traceN  map[string]int    // waiting entries per trace id: only a unique one is matched
+	byTrace map[string]*entry // waiting entries (fifo, limbo, resendPending) by their unique trace id
 	fifo    []*entry          // current transport, wire order; gone entries skipped
 	head    int
 	limbo   []*entry // earlier transports' unanswered submits, wire order
@@ -226,7 +225,9 @@ func (c *Core) Connected() { c.connected = true }
 
 // Written records that the submit id was written on the current transport
 // with envelope id req. key is never empty; callerKey says it is the caller's
-// own. A submit asked for by Resend is written with the same key and trace.
+// own. trace must be unique among waiting submits, or empty: only a trace id
+// the connection minted may identify a submit (a caller's may be shared by
+// many jobs). A submit asked for by Resend is written with the same key and trace.
 // It reports false, changing nothing, for a submit the core knows and did
 // not ask to be written (the connection must not write it).
 func (c *Core) Written(id ID, req, trace, key string, callerKey bool) bool {
@@ -234,9 +235,15 @@ func (c *Core) Written(id ID, req, trace, key string, callerKey bool) bool {
 	if e == nil {
 		e = &entry{id: id, trace: trace, key: key, callerKey: callerKey, live: true}
 		put(&c.entries, id, e)
-		if trace != "" {
+		switch {
+		case trace == "":
+		case c.byTrace[trace] != nil:
+			// Trace ids must be unique among waiting submits (the
+			// connection passes only ids it minted). Were one not, it
+			// would identify neither submit: position decides.
+			delete(c.byTrace, trace)
+		default:
 			put(&c.byTrace, trace, e)
-			put(&c.traceN, trace, c.traceN[trace]+1)
 		}
 	} else {
 		if e.where != resendPending {
@@ -284,25 +291,14 @@ func (c *Core) forget(e *entry) {
 	for _, r := range e.oldReqs {
 		delete(c.byReq, r)
 	}
-	if e.trace != "" {
-		if c.traceN[e.trace]--; c.traceN[e.trace] <= 0 {
-			delete(c.traceN, e.trace)
-			delete(c.byTrace, e.trace)
-		} else if c.byTrace[e.trace] == e {
-			for _, o := range c.entries {
-				if o.trace == e.trace {
-					c.byTrace[e.trace] = o
-					break
-				}
-			}
-		}
+	if e.trace != "" && c.byTrace[e.trace] == e {
+		delete(c.byTrace, e.trace)
 	}
 }
 
-// byUniqueTrace returns the waiting entry with trace id t, if exactly one
-// waits with it (callers may share a trace id across jobs).
-func (c *Core) byUniqueTrace(t string) *entry {
-	if t == "" || c.traceN[t] != 1 {
+// byTraceID returns the waiting entry with trace id t.
+func (c *Core) byTraceID(t string) *entry {
+	if t == "" {
 		return nil
 	}
 	return c.byTrace[t]
@@ -382,7 +378,7 @@ func (c *Core) Accepted(job, trace string, now time.Time) {
 		c.acceptedInQuarantine(job, trace, now)
 		return
 	}
-	if e := c.byUniqueTrace(trace); e != nil && e.where == inFIFO {
+	if e := c.byTraceID(trace); e != nil && e.where == inFIFO {
 		c.echo = 1
 		if e != c.front() {
 			c.ctr.OrderViolations++
@@ -443,7 +439,7 @@ func (c *Core) isDuplicateOf(r *jobRec, head *entry) bool {
 }
 
 func (c *Core) acceptedInQuarantine(job, trace string, now time.Time) {
-	if e := c.byUniqueTrace(trace); e != nil && e.where == inLimbo {
+	if e := c.byTraceID(trace); e != nil && e.where == inLimbo {
 		c.bind(e, job)
 		return
 	}
@@ -722,7 +718,7 @@ func (c *Core) barrierAnswered(jobs []Listed, now time.Time) {
 		if l.TraceID == "" {
 			continue
 		}
-		if e := c.byUniqueTrace(l.TraceID); e != nil && e.where == inLimbo && c.jobs[l.JobID] == nil {
+		if e := c.byTraceID(l.TraceID); e != nil && e.where == inLimbo && c.jobs[l.JobID] == nil {
 			c.ctr.ReconciledByList++
 			c.bind(e, l.JobID)
 		} else if exp, ok := c.deadTrace[l.TraceID]; ok && now.Before(exp) && c.jobs[l.JobID] == nil {
@@ -809,7 +805,6 @@ func (c *Core) Closed(err error) {
 		c.emit(Action{Kind: Fail, ID: id, Err: err})
 	}
 	clear(c.entries)
-	clear(c.traceN)
 	clear(c.byReq)
 	clear(c.byTrace)
 	clear(c.fifo)

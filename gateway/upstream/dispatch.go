@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -157,15 +158,27 @@ func (c *Conn) applyLocked(t *transport) {
 // the connection's exported counters.
 func (c *Conn) syncCoreCountersLocked() {
 	now := c.core.Counters()
+	if now == c.coreSeen {
+		return // the usual case: no shared cache line touched per frame
+	}
 	was := c.coreSeen
 	c.coreSeen = now
-	c.ctr.LateAnswers.Add(now.LateAnswers - was.LateAnswers)
-	c.ctr.StaleGeneration.Add(now.StaleAnswers - was.StaleAnswers)
-	c.ctr.ProtocolViolations.Add(now.OrderViolations - was.OrderViolations)
-	c.ctr.FIFOStalls.Add(now.FIFOStalls - was.FIFOStalls)
-	c.ctr.DuplicateAnswers.Add(now.DuplicateAnswers - was.DuplicateAnswers)
-	c.ctr.BarrierTimeouts.Add(now.BarrierTimeouts - was.BarrierTimeouts)
-	c.ctr.ReconciledByList.Add(now.ReconciledByList - was.ReconciledByList)
+	for _, d := range [...]struct {
+		ctr      *atomic.Uint64
+		now, was uint64
+	}{
+		{&c.ctr.LateAnswers, now.LateAnswers, was.LateAnswers},
+		{&c.ctr.StaleGeneration, now.StaleAnswers, was.StaleAnswers},
+		{&c.ctr.ProtocolViolations, now.OrderViolations, was.OrderViolations},
+		{&c.ctr.FIFOStalls, now.FIFOStalls, was.FIFOStalls},
+		{&c.ctr.DuplicateAnswers, now.DuplicateAnswers, was.DuplicateAnswers},
+		{&c.ctr.BarrierTimeouts, now.BarrierTimeouts, was.BarrierTimeouts},
+		{&c.ctr.ReconciledByList, now.ReconciledByList, was.ReconciledByList},
+	} {
+		if d.now != d.was {
+			d.ctr.Add(d.now - d.was)
+		}
+	}
 }
 
 // deliverLocked hands job to the submit id: its job.accepted (when it was

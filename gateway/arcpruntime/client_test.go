@@ -366,14 +366,6 @@ func waitFor(tb testing.TB, what string, cond func() bool) {
 	}
 }
 
-func mustJSON(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
-	return string(b)
-}
-
 func isClose(err error, code websocket.StatusCode) bool {
 	return websocket.CloseStatus(err) == code
 }

@@ -236,12 +236,20 @@ func (c *clusterState) claimOpened(id, caller string) {
 	o.mu.Unlock()
 }
 
-// forgetPending drops the record of a dial whose session never made it into
-// the table.
-func (c *clusterState) forgetPending(conn *upstream.Conn) {
+// prunePending drops the records of dials whose connection ended before
+// its session made it into the table (OpenSession refused after the dial,
+// its caller gone): without this each such dial's record, and its Conn,
+// would be kept for the replica's life.
+func (c *clusterState) prunePending() {
 	c.mu.Lock()
-	delete(c.pending, conn)
-	c.mu.Unlock()
+	defer c.mu.Unlock()
+	for conn := range c.pending {
+		select {
+		case <-conn.Done():
+			delete(c.pending, conn)
+		default:
+		}
+	}
 }
 
 func (c *clusterState) claimLocked(o *owned) {
@@ -369,6 +377,7 @@ func (c *clusterState) remove(o *owned) {
 // tick brings the directory up to date for every owned session.
 func (c *clusterState) tick() {
 	now := time.Now()
+	c.prunePending()
 	if lf := c.dir.Counters().LeaseFailures.Load(); lf != c.leaseFailures {
 		// Redis was unreachable: when it is back it may have restarted
 		// empty, so every record is rewritten (ErrNotFound → claim again).

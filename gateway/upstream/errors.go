@@ -79,7 +79,6 @@ var (
 	errCloseRequested   = errors.New("upstream: close requested")
 	errHeartbeatLost    = errors.New("upstream: heartbeat lost: nothing received for two intervals")
 	errSeqGap           = errors.New("upstream: event_seq gap")
-	errFIFOStall        = errors.New("upstream: submit unanswered past its tombstone TTL")
 	errOversize         = errors.New("upstream: frame over the read limit")
 	errSessionEnded     = errors.New("upstream: session ended by the runtime")
 	errDetach           = errors.New("upstream: detach requested")

@@ -566,7 +566,8 @@ type Watcher struct {
 	c *Conn
 	j *job
 	// Guarded by c.mu.
-	pos    int // absolute index of the next item
+	pos    int    // absolute index of the next item
+	after  uint64 // the cursor Watch was given: items at or below it are skipped
 	eof    bool
 	err    error
 	closed bool
@@ -589,7 +590,7 @@ func (c *Conn) Watch(jobID string, fromSeq uint64) (*Watcher, error) {
 	if fromSeq < j.trimmedSeq {
 		return nil, ErrSlowConsumer
 	}
-	w := &Watcher{c: c, j: j}
+	w := &Watcher{c: c, j: j, after: fromSeq}
 	w.pos = j.base + sort.Search(len(j.items), func(i int) bool { return j.items[i].Seq > fromSeq })
 	if j.term != nil && w.pos == j.end() {
 		w.eof = true
@@ -622,6 +623,12 @@ func (w *Watcher) Next(ctx context.Context) (Item, error) {
 			w.pos++
 			if it.terminal() {
 				w.eof = true
+			}
+			if it.Seq <= w.after {
+				// Appended after Watch but at or below its cursor (a
+				// replay arriving after a takeover's Watch, say): the
+				// caller has it already.
+				continue
 			}
 			return it, nil
 		case j.removed:

@@ -119,9 +119,10 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 		return nil, err
 	}
 	c = &Cluster{Dir: dir, LeaseTTL: o.LeaseTTL, args: o.Args}
+	started := c // the error returns below set c to nil
 	defer func() {
 		if err != nil {
-			c.Close()
+			started.Close()
 		}
 	}()
 	var k [32]byte

@@ -121,10 +121,11 @@ func runJobCaller(cc *grpc.ClientConn, id string) callFunc {
 	}
 }
 
-// statusCaller calls GetSessionStatus on session id and expects it live.
+// statusCaller calls GetSessionStatus on session id, in the BASIC view a
+// balancer routes on, and expects it live.
 func statusCaller(cc *grpc.ClientConn, id string) callFunc {
 	client := sessiongatev1.NewSessionGatewayClient(cc)
-	req := &sessiongatev1.GetSessionStatusRequest{SessionId: id}
+	req := &sessiongatev1.GetSessionStatusRequest{SessionId: id, View: sessiongatev1.SessionStatusView_SESSION_STATUS_VIEW_BASIC}
 	return func(ctx context.Context) error {
 		resp, err := client.GetSessionStatus(ctx, req)
 		if err != nil {

@@ -23,8 +23,9 @@
 //     installs the whole interceptor chain, timeout profiles included, with
 //     cmd/gateway's settings) over the same runtime. Serial: one session,
 //     the only one open; concurrent: one session per worker.
-//  4. Gateway GetSessionStatus at the same concurrency, one session per
-//     worker, beside the no-op's throughput.
+//  4. Gateway GetSessionStatus (view BASIC, as a balancer probes) at the
+//     same concurrency, one session per worker, beside the no-op's
+//     throughput.
 //  5. Memory per idle live session: runtime.MemStats of this process (the
 //     gateway, heap and stacks) before and after opening N sessions through
 //     OpenSession, every one READY, after GC: (HeapAlloc + StackInuse) delta

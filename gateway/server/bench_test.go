@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"runtime"
 	"testing"
 	"time"
 
@@ -28,11 +29,14 @@ func benchHarness(b *testing.B, opts ...func(*Config)) (*harness, string) {
 	return h, resp.GetSessionId()
 }
 
-// BenchmarkGetSessionStatus measures the probe end to end over loopback gRPC.
+// BenchmarkGetSessionStatus measures the probe end to end over loopback
+// gRPC, 64 callers at a time (as gateway-bench's section 4) on one
+// connection, in the BASIC view a balancer asks for.
 func BenchmarkGetSessionStatus(b *testing.B) {
 	h, id := benchHarness(b)
-	req := &sessiongatev1.GetSessionStatusRequest{SessionId: id}
+	req := &sessiongatev1.GetSessionStatusRequest{SessionId: id, View: sessiongatev1.SessionStatusView_SESSION_STATUS_VIEW_BASIC}
 	b.ReportAllocs()
+	b.SetParallelism(max(64/runtime.GOMAXPROCS(0), 1))
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		ctx := context.Background()

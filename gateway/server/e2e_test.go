@@ -83,6 +83,18 @@ func TestOpenRunCloseAndStatus(t *testing.T) {
 		st.GetGeneration() == 0 || st.GetLastEventSeq() == 0 || st.GetRuntime() != "default" {
 		t.Fatalf("status = %v", st)
 	}
+	if len(st.GetFeatures()) == 0 {
+		t.Fatalf("the default (FULL) view has no features: %v", st)
+	}
+	basic, err := h.client.GetSessionStatus(ctx, &sessiongatev1.GetSessionStatusRequest{SessionId: id, View: sessiongatev1.SessionStatusView_SESSION_STATUS_VIEW_BASIC})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if basic.GetStatus() != st.GetStatus() || basic.GetPhase() != st.GetPhase() || basic.GetGeneration() != st.GetGeneration() ||
+		basic.GetLastEventSeq() != st.GetLastEventSeq() || basic.GetInstanceId() != st.GetInstanceId() ||
+		basic.GetRuntime() != "" || len(basic.GetFeatures()) != 0 {
+		t.Fatalf("BASIC view = %v; FULL = %v", basic, st)
+	}
 	code, body := h.httpStatus(t, id, "")
 	if code != 200 || !strings.Contains(body, `"status":"SESSION_STATUS_LIVE"`) || !strings.Contains(body, `"phase":"SESSION_PHASE_READY"`) {
 		t.Fatalf("HTTP status = %d %s", code, body)
@@ -272,6 +284,10 @@ func TestBadInput(t *testing.T) {
 			_, err := h.client.GetSessionStatus(ctx, &sessiongatev1.GetSessionStatusRequest{SessionId: "nope"})
 			return err
 		}, codes.InvalidArgument, "malformed"},
+		{"status unknown view", func() error {
+			_, err := h.client.GetSessionStatus(ctx, &sessiongatev1.GetSessionStatusRequest{SessionId: id, View: 9})
+			return err
+		}, codes.InvalidArgument, "view 9 is unknown"},
 		{"open unknown runtime", func() error {
 			_, err := h.client.OpenSession(ctx, &sessiongatev1.OpenSessionRequest{Runtime: "mars"})
 			return err

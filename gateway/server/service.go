@@ -174,7 +174,15 @@ func (s *service) GetSessionStatus(ctx context.Context, req *sessiongatev1.GetSe
 	if err := checkSessionID(req.GetSessionId()); err != nil {
 		return nil, err
 	}
-	return s.statusAny(ctx, req.GetSessionId(), callerFrom(ctx))
+	view := req.GetView()
+	if _, known := sessiongatev1.SessionStatusView_name[int32(view)]; !known {
+		return nil, invalid("view %d is unknown: use SESSION_STATUS_VIEW_BASIC or SESSION_STATUS_VIEW_FULL", int32(view))
+	}
+	resp, err := s.statusAny(ctx, req.GetSessionId(), callerFrom(ctx))
+	if err == nil && view == sessiongatev1.SessionStatusView_SESSION_STATUS_VIEW_BASIC {
+		resp.Runtime, resp.Features = "", nil
+	}
+	return resp, err
 }
 
 // status is the probe shared by gRPC and HTTP; id must be well-formed.

@@ -205,6 +205,60 @@ func (JobState) EnumDescriptor() ([]byte, []int) {
 	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{2}
 }
 
+// SessionStatusView selects the fields of GetSessionStatusResponse.
+type SessionStatusView int32
+
+const (
+	// FULL.
+	SessionStatusView_SESSION_STATUS_VIEW_UNSPECIFIED SessionStatusView = 0
+	// status, phase, last_event_seq, generation and instance_id: what a
+	// balancer routes on, without the strings of runtime and features.
+	SessionStatusView_SESSION_STATUS_VIEW_BASIC SessionStatusView = 1
+	// Every field.
+	SessionStatusView_SESSION_STATUS_VIEW_FULL SessionStatusView = 2
+)
+
+// Enum value maps for SessionStatusView.
+var (
+	SessionStatusView_name = map[int32]string{
+		0: "SESSION_STATUS_VIEW_UNSPECIFIED",
+		1: "SESSION_STATUS_VIEW_BASIC",
+		2: "SESSION_STATUS_VIEW_FULL",
+	}
+	SessionStatusView_value = map[string]int32{
+		"SESSION_STATUS_VIEW_UNSPECIFIED": 0,
+		"SESSION_STATUS_VIEW_BASIC":       1,
+		"SESSION_STATUS_VIEW_FULL":        2,
+	}
+)
+
+func (x SessionStatusView) Enum() *SessionStatusView {
+	p := new(SessionStatusView)
+	*p = x
+	return p
+}
+
+func (x SessionStatusView) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SessionStatusView) Descriptor() protoreflect.EnumDescriptor {
+	return file_sessiongate_v1_sessiongate_proto_enumTypes[3].Descriptor()
+}
+
+func (SessionStatusView) Type() protoreflect.EnumType {
+	return &file_sessiongate_v1_sessiongate_proto_enumTypes[3]
+}
+
+func (x SessionStatusView) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SessionStatusView.Descriptor instead.
+func (SessionStatusView) EnumDescriptor() ([]byte, []int) {
+	return file_sessiongate_v1_sessiongate_proto_rawDescGZIP(), []int{3}
+}
+
 // Agent is an agent a runtime offers.
 type Agent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -928,7 +982,10 @@ func (x *OpenSessionResponse) GetInstanceId() string {
 type GetSessionStatusRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The session id returned by OpenSession.
-	SessionId     string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// How much to return. Unspecified is FULL; balancers and health checks
+	// that route on liveness should ask for BASIC.
+	View          SessionStatusView `protobuf:"varint,2,opt,name=view,proto3,enum=sessiongate.v1.SessionStatusView" json:"view,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -970,8 +1027,16 @@ func (x *GetSessionStatusRequest) GetSessionId() string {
 	return ""
 }
 
+func (x *GetSessionStatusRequest) GetView() SessionStatusView {
+	if x != nil {
+		return x.View
+	}
+	return SessionStatusView_SESSION_STATUS_VIEW_UNSPECIFIED
+}
+
 // GetSessionStatusResponse reports liveness. Fields other than status and
-// instance_id are set only when the status is LIVE.
+// instance_id are set only when the status is LIVE; runtime and features
+// only in the FULL view.
 type GetSessionStatusResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// LIVE or NOT_FOUND.
@@ -2749,10 +2814,11 @@ const file_sessiongate_v1_sessiongate_proto_rawDesc = "" +
 	"\x06agents\x18\x03 \x03(\v2\x15.sessiongate.v1.AgentR\x06agents\x125\n" +
 	"\aruntime\x18\x04 \x01(\v2\x1b.sessiongate.v1.RuntimeInfoR\aruntime\x12\x1f\n" +
 	"\vinstance_id\x18\x05 \x01(\tR\n" +
-	"instanceId\"8\n" +
+	"instanceId\"o\n" +
 	"\x17GetSessionStatusRequest\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\"\xa2\x02\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x125\n" +
+	"\x04view\x18\x02 \x01(\x0e2!.sessiongate.v1.SessionStatusViewR\x04view\"\xa2\x02\n" +
 	"\x18GetSessionStatusResponse\x125\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x1d.sessiongate.v1.SessionStatusR\x06status\x122\n" +
 	"\x05phase\x18\x02 \x01(\x0e2\x1c.sessiongate.v1.SessionPhaseR\x05phase\x12\x18\n" +
@@ -2936,7 +3002,11 @@ const file_sessiongate_v1_sessiongate_proto_rawDesc = "" +
 	"\x13JOB_STATE_SUCCEEDED\x10\x03\x12\x14\n" +
 	"\x10JOB_STATE_FAILED\x10\x04\x12\x17\n" +
 	"\x13JOB_STATE_CANCELLED\x10\x05\x12\x17\n" +
-	"\x13JOB_STATE_TIMED_OUT\x10\x062\xa7\b\n" +
+	"\x13JOB_STATE_TIMED_OUT\x10\x06*u\n" +
+	"\x11SessionStatusView\x12#\n" +
+	"\x1fSESSION_STATUS_VIEW_UNSPECIFIED\x10\x00\x12\x1d\n" +
+	"\x19SESSION_STATUS_VIEW_BASIC\x10\x01\x12\x1c\n" +
+	"\x18SESSION_STATUS_VIEW_FULL\x10\x022\xa7\b\n" +
 	"\x0eSessionGateway\x12h\n" +
 	"\vOpenSession\x12\".sessiongate.v1.OpenSessionRequest\x1a#.sessiongate.v1.OpenSessionResponse\"\x10\xca\xf3\x18\fregistration\x12t\n" +
 	"\x10GetSessionStatus\x12'.sessiongate.v1.GetSessionStatusRequest\x1a(.sessiongate.v1.GetSessionStatusResponse\"\r\xca\xf3\x18\theartbeat\x12k\n" +
@@ -2962,132 +3032,134 @@ func file_sessiongate_v1_sessiongate_proto_rawDescGZIP() []byte {
 	return file_sessiongate_v1_sessiongate_proto_rawDescData
 }
 
-var file_sessiongate_v1_sessiongate_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_sessiongate_v1_sessiongate_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
 var file_sessiongate_v1_sessiongate_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_sessiongate_v1_sessiongate_proto_goTypes = []any{
 	(SessionStatus)(0),               // 0: sessiongate.v1.SessionStatus
 	(SessionPhase)(0),                // 1: sessiongate.v1.SessionPhase
 	(JobState)(0),                    // 2: sessiongate.v1.JobState
-	(*Agent)(nil),                    // 3: sessiongate.v1.Agent
-	(*RuntimeInfo)(nil),              // 4: sessiongate.v1.RuntimeInfo
-	(*Lease)(nil),                    // 5: sessiongate.v1.Lease
-	(*LeasePatterns)(nil),            // 6: sessiongate.v1.LeasePatterns
-	(*LeaseConstraints)(nil),         // 7: sessiongate.v1.LeaseConstraints
-	(*Progress)(nil),                 // 8: sessiongate.v1.Progress
-	(*ResultChunk)(nil),              // 9: sessiongate.v1.ResultChunk
-	(*Job)(nil),                      // 10: sessiongate.v1.Job
-	(*OpenSessionRequest)(nil),       // 11: sessiongate.v1.OpenSessionRequest
-	(*OpenSessionResponse)(nil),      // 12: sessiongate.v1.OpenSessionResponse
-	(*GetSessionStatusRequest)(nil),  // 13: sessiongate.v1.GetSessionStatusRequest
-	(*GetSessionStatusResponse)(nil), // 14: sessiongate.v1.GetSessionStatusResponse
-	(*CloseSessionRequest)(nil),      // 15: sessiongate.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),     // 16: sessiongate.v1.CloseSessionResponse
-	(*ListSessionsRequest)(nil),      // 17: sessiongate.v1.ListSessionsRequest
-	(*SessionInfo)(nil),              // 18: sessiongate.v1.SessionInfo
-	(*ListSessionsResponse)(nil),     // 19: sessiongate.v1.ListSessionsResponse
-	(*SubmitJobRequest)(nil),         // 20: sessiongate.v1.SubmitJobRequest
-	(*SubmitJobResponse)(nil),        // 21: sessiongate.v1.SubmitJobResponse
-	(*RunJobRequest)(nil),            // 22: sessiongate.v1.RunJobRequest
-	(*RunJobResponse)(nil),           // 23: sessiongate.v1.RunJobResponse
-	(*CancelJobRequest)(nil),         // 24: sessiongate.v1.CancelJobRequest
-	(*CancelJobResponse)(nil),        // 25: sessiongate.v1.CancelJobResponse
-	(*WatchJobRequest)(nil),          // 26: sessiongate.v1.WatchJobRequest
-	(*JobEvent)(nil),                 // 27: sessiongate.v1.JobEvent
-	(*JobResult)(nil),                // 28: sessiongate.v1.JobResult
-	(*JobError)(nil),                 // 29: sessiongate.v1.JobError
-	(*WatchJobResponse)(nil),         // 30: sessiongate.v1.WatchJobResponse
-	(*ListJobsRequest)(nil),          // 31: sessiongate.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),         // 32: sessiongate.v1.ListJobsResponse
-	(*SubscribeJobRequest)(nil),      // 33: sessiongate.v1.SubscribeJobRequest
-	(*SubscribeJobResponse)(nil),     // 34: sessiongate.v1.SubscribeJobResponse
-	nil,                              // 35: sessiongate.v1.Lease.CapabilitiesEntry
-	nil,                              // 36: sessiongate.v1.Job.BudgetEntry
-	nil,                              // 37: sessiongate.v1.SubmitJobRequest.ExtensionsEntry
-	nil,                              // 38: sessiongate.v1.SubmitJobResponse.BudgetEntry
-	nil,                              // 39: sessiongate.v1.SubmitJobResponse.ExtensionsEntry
-	nil,                              // 40: sessiongate.v1.RunJobRequest.ExtensionsEntry
-	nil,                              // 41: sessiongate.v1.RunJobResponse.BudgetEntry
-	nil,                              // 42: sessiongate.v1.RunJobResponse.ExtensionsEntry
-	nil,                              // 43: sessiongate.v1.WatchJobResponse.ExtensionsEntry
-	(*timestamppb.Timestamp)(nil),    // 44: google.protobuf.Timestamp
-	(*structpb.Value)(nil),           // 45: google.protobuf.Value
+	(SessionStatusView)(0),           // 3: sessiongate.v1.SessionStatusView
+	(*Agent)(nil),                    // 4: sessiongate.v1.Agent
+	(*RuntimeInfo)(nil),              // 5: sessiongate.v1.RuntimeInfo
+	(*Lease)(nil),                    // 6: sessiongate.v1.Lease
+	(*LeasePatterns)(nil),            // 7: sessiongate.v1.LeasePatterns
+	(*LeaseConstraints)(nil),         // 8: sessiongate.v1.LeaseConstraints
+	(*Progress)(nil),                 // 9: sessiongate.v1.Progress
+	(*ResultChunk)(nil),              // 10: sessiongate.v1.ResultChunk
+	(*Job)(nil),                      // 11: sessiongate.v1.Job
+	(*OpenSessionRequest)(nil),       // 12: sessiongate.v1.OpenSessionRequest
+	(*OpenSessionResponse)(nil),      // 13: sessiongate.v1.OpenSessionResponse
+	(*GetSessionStatusRequest)(nil),  // 14: sessiongate.v1.GetSessionStatusRequest
+	(*GetSessionStatusResponse)(nil), // 15: sessiongate.v1.GetSessionStatusResponse
+	(*CloseSessionRequest)(nil),      // 16: sessiongate.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),     // 17: sessiongate.v1.CloseSessionResponse
+	(*ListSessionsRequest)(nil),      // 18: sessiongate.v1.ListSessionsRequest
+	(*SessionInfo)(nil),              // 19: sessiongate.v1.SessionInfo
+	(*ListSessionsResponse)(nil),     // 20: sessiongate.v1.ListSessionsResponse
+	(*SubmitJobRequest)(nil),         // 21: sessiongate.v1.SubmitJobRequest
+	(*SubmitJobResponse)(nil),        // 22: sessiongate.v1.SubmitJobResponse
+	(*RunJobRequest)(nil),            // 23: sessiongate.v1.RunJobRequest
+	(*RunJobResponse)(nil),           // 24: sessiongate.v1.RunJobResponse
+	(*CancelJobRequest)(nil),         // 25: sessiongate.v1.CancelJobRequest
+	(*CancelJobResponse)(nil),        // 26: sessiongate.v1.CancelJobResponse
+	(*WatchJobRequest)(nil),          // 27: sessiongate.v1.WatchJobRequest
+	(*JobEvent)(nil),                 // 28: sessiongate.v1.JobEvent
+	(*JobResult)(nil),                // 29: sessiongate.v1.JobResult
+	(*JobError)(nil),                 // 30: sessiongate.v1.JobError
+	(*WatchJobResponse)(nil),         // 31: sessiongate.v1.WatchJobResponse
+	(*ListJobsRequest)(nil),          // 32: sessiongate.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),         // 33: sessiongate.v1.ListJobsResponse
+	(*SubscribeJobRequest)(nil),      // 34: sessiongate.v1.SubscribeJobRequest
+	(*SubscribeJobResponse)(nil),     // 35: sessiongate.v1.SubscribeJobResponse
+	nil,                              // 36: sessiongate.v1.Lease.CapabilitiesEntry
+	nil,                              // 37: sessiongate.v1.Job.BudgetEntry
+	nil,                              // 38: sessiongate.v1.SubmitJobRequest.ExtensionsEntry
+	nil,                              // 39: sessiongate.v1.SubmitJobResponse.BudgetEntry
+	nil,                              // 40: sessiongate.v1.SubmitJobResponse.ExtensionsEntry
+	nil,                              // 41: sessiongate.v1.RunJobRequest.ExtensionsEntry
+	nil,                              // 42: sessiongate.v1.RunJobResponse.BudgetEntry
+	nil,                              // 43: sessiongate.v1.RunJobResponse.ExtensionsEntry
+	nil,                              // 44: sessiongate.v1.WatchJobResponse.ExtensionsEntry
+	(*timestamppb.Timestamp)(nil),    // 45: google.protobuf.Timestamp
+	(*structpb.Value)(nil),           // 46: google.protobuf.Value
 }
 var file_sessiongate_v1_sessiongate_proto_depIdxs = []int32{
-	35, // 0: sessiongate.v1.Lease.capabilities:type_name -> sessiongate.v1.Lease.CapabilitiesEntry
-	44, // 1: sessiongate.v1.LeaseConstraints.expires_at:type_name -> google.protobuf.Timestamp
+	36, // 0: sessiongate.v1.Lease.capabilities:type_name -> sessiongate.v1.Lease.CapabilitiesEntry
+	45, // 1: sessiongate.v1.LeaseConstraints.expires_at:type_name -> google.protobuf.Timestamp
 	2,  // 2: sessiongate.v1.Job.state:type_name -> sessiongate.v1.JobState
-	5,  // 3: sessiongate.v1.Job.lease:type_name -> sessiongate.v1.Lease
-	7,  // 4: sessiongate.v1.Job.lease_constraints:type_name -> sessiongate.v1.LeaseConstraints
-	36, // 5: sessiongate.v1.Job.budget:type_name -> sessiongate.v1.Job.BudgetEntry
-	44, // 6: sessiongate.v1.Job.create_time:type_name -> google.protobuf.Timestamp
-	3,  // 7: sessiongate.v1.OpenSessionResponse.agents:type_name -> sessiongate.v1.Agent
-	4,  // 8: sessiongate.v1.OpenSessionResponse.runtime:type_name -> sessiongate.v1.RuntimeInfo
-	0,  // 9: sessiongate.v1.GetSessionStatusResponse.status:type_name -> sessiongate.v1.SessionStatus
-	1,  // 10: sessiongate.v1.GetSessionStatusResponse.phase:type_name -> sessiongate.v1.SessionPhase
-	1,  // 11: sessiongate.v1.SessionInfo.phase:type_name -> sessiongate.v1.SessionPhase
-	44, // 12: sessiongate.v1.SessionInfo.opened_at:type_name -> google.protobuf.Timestamp
-	18, // 13: sessiongate.v1.ListSessionsResponse.sessions:type_name -> sessiongate.v1.SessionInfo
-	45, // 14: sessiongate.v1.SubmitJobRequest.input:type_name -> google.protobuf.Value
-	5,  // 15: sessiongate.v1.SubmitJobRequest.lease_request:type_name -> sessiongate.v1.Lease
-	7,  // 16: sessiongate.v1.SubmitJobRequest.lease_constraints:type_name -> sessiongate.v1.LeaseConstraints
-	37, // 17: sessiongate.v1.SubmitJobRequest.extensions:type_name -> sessiongate.v1.SubmitJobRequest.ExtensionsEntry
-	44, // 18: sessiongate.v1.SubmitJobResponse.accepted_at:type_name -> google.protobuf.Timestamp
-	5,  // 19: sessiongate.v1.SubmitJobResponse.lease:type_name -> sessiongate.v1.Lease
-	7,  // 20: sessiongate.v1.SubmitJobResponse.lease_constraints:type_name -> sessiongate.v1.LeaseConstraints
-	38, // 21: sessiongate.v1.SubmitJobResponse.budget:type_name -> sessiongate.v1.SubmitJobResponse.BudgetEntry
-	39, // 22: sessiongate.v1.SubmitJobResponse.extensions:type_name -> sessiongate.v1.SubmitJobResponse.ExtensionsEntry
-	45, // 23: sessiongate.v1.RunJobRequest.input:type_name -> google.protobuf.Value
-	5,  // 24: sessiongate.v1.RunJobRequest.lease_request:type_name -> sessiongate.v1.Lease
-	7,  // 25: sessiongate.v1.RunJobRequest.lease_constraints:type_name -> sessiongate.v1.LeaseConstraints
-	40, // 26: sessiongate.v1.RunJobRequest.extensions:type_name -> sessiongate.v1.RunJobRequest.ExtensionsEntry
-	45, // 27: sessiongate.v1.RunJobResponse.result:type_name -> google.protobuf.Value
-	5,  // 28: sessiongate.v1.RunJobResponse.lease:type_name -> sessiongate.v1.Lease
-	7,  // 29: sessiongate.v1.RunJobResponse.lease_constraints:type_name -> sessiongate.v1.LeaseConstraints
-	41, // 30: sessiongate.v1.RunJobResponse.budget:type_name -> sessiongate.v1.RunJobResponse.BudgetEntry
-	42, // 31: sessiongate.v1.RunJobResponse.extensions:type_name -> sessiongate.v1.RunJobResponse.ExtensionsEntry
-	44, // 32: sessiongate.v1.JobEvent.ts:type_name -> google.protobuf.Timestamp
-	45, // 33: sessiongate.v1.JobEvent.body:type_name -> google.protobuf.Value
-	8,  // 34: sessiongate.v1.JobEvent.progress:type_name -> sessiongate.v1.Progress
-	9,  // 35: sessiongate.v1.JobEvent.result_chunk:type_name -> sessiongate.v1.ResultChunk
-	45, // 36: sessiongate.v1.JobResult.result:type_name -> google.protobuf.Value
-	45, // 37: sessiongate.v1.JobError.details:type_name -> google.protobuf.Value
-	27, // 38: sessiongate.v1.WatchJobResponse.event:type_name -> sessiongate.v1.JobEvent
-	28, // 39: sessiongate.v1.WatchJobResponse.result:type_name -> sessiongate.v1.JobResult
-	29, // 40: sessiongate.v1.WatchJobResponse.error:type_name -> sessiongate.v1.JobError
-	43, // 41: sessiongate.v1.WatchJobResponse.extensions:type_name -> sessiongate.v1.WatchJobResponse.ExtensionsEntry
-	10, // 42: sessiongate.v1.ListJobsResponse.jobs:type_name -> sessiongate.v1.Job
-	10, // 43: sessiongate.v1.SubscribeJobResponse.job:type_name -> sessiongate.v1.Job
-	6,  // 44: sessiongate.v1.Lease.CapabilitiesEntry.value:type_name -> sessiongate.v1.LeasePatterns
-	45, // 45: sessiongate.v1.SubmitJobRequest.ExtensionsEntry.value:type_name -> google.protobuf.Value
-	45, // 46: sessiongate.v1.SubmitJobResponse.ExtensionsEntry.value:type_name -> google.protobuf.Value
-	45, // 47: sessiongate.v1.RunJobRequest.ExtensionsEntry.value:type_name -> google.protobuf.Value
-	45, // 48: sessiongate.v1.RunJobResponse.ExtensionsEntry.value:type_name -> google.protobuf.Value
-	45, // 49: sessiongate.v1.WatchJobResponse.ExtensionsEntry.value:type_name -> google.protobuf.Value
-	11, // 50: sessiongate.v1.SessionGateway.OpenSession:input_type -> sessiongate.v1.OpenSessionRequest
-	13, // 51: sessiongate.v1.SessionGateway.GetSessionStatus:input_type -> sessiongate.v1.GetSessionStatusRequest
-	15, // 52: sessiongate.v1.SessionGateway.CloseSession:input_type -> sessiongate.v1.CloseSessionRequest
-	17, // 53: sessiongate.v1.SessionGateway.ListSessions:input_type -> sessiongate.v1.ListSessionsRequest
-	20, // 54: sessiongate.v1.SessionGateway.SubmitJob:input_type -> sessiongate.v1.SubmitJobRequest
-	22, // 55: sessiongate.v1.SessionGateway.RunJob:input_type -> sessiongate.v1.RunJobRequest
-	24, // 56: sessiongate.v1.SessionGateway.CancelJob:input_type -> sessiongate.v1.CancelJobRequest
-	26, // 57: sessiongate.v1.SessionGateway.WatchJob:input_type -> sessiongate.v1.WatchJobRequest
-	31, // 58: sessiongate.v1.SessionGateway.ListJobs:input_type -> sessiongate.v1.ListJobsRequest
-	33, // 59: sessiongate.v1.SessionGateway.SubscribeJob:input_type -> sessiongate.v1.SubscribeJobRequest
-	12, // 60: sessiongate.v1.SessionGateway.OpenSession:output_type -> sessiongate.v1.OpenSessionResponse
-	14, // 61: sessiongate.v1.SessionGateway.GetSessionStatus:output_type -> sessiongate.v1.GetSessionStatusResponse
-	16, // 62: sessiongate.v1.SessionGateway.CloseSession:output_type -> sessiongate.v1.CloseSessionResponse
-	19, // 63: sessiongate.v1.SessionGateway.ListSessions:output_type -> sessiongate.v1.ListSessionsResponse
-	21, // 64: sessiongate.v1.SessionGateway.SubmitJob:output_type -> sessiongate.v1.SubmitJobResponse
-	23, // 65: sessiongate.v1.SessionGateway.RunJob:output_type -> sessiongate.v1.RunJobResponse
-	25, // 66: sessiongate.v1.SessionGateway.CancelJob:output_type -> sessiongate.v1.CancelJobResponse
-	30, // 67: sessiongate.v1.SessionGateway.WatchJob:output_type -> sessiongate.v1.WatchJobResponse
-	32, // 68: sessiongate.v1.SessionGateway.ListJobs:output_type -> sessiongate.v1.ListJobsResponse
-	34, // 69: sessiongate.v1.SessionGateway.SubscribeJob:output_type -> sessiongate.v1.SubscribeJobResponse
-	60, // [60:70] is the sub-list for method output_type
-	50, // [50:60] is the sub-list for method input_type
-	50, // [50:50] is the sub-list for extension type_name
-	50, // [50:50] is the sub-list for extension extendee
-	0,  // [0:50] is the sub-list for field type_name
+	6,  // 3: sessiongate.v1.Job.lease:type_name -> sessiongate.v1.Lease
+	8,  // 4: sessiongate.v1.Job.lease_constraints:type_name -> sessiongate.v1.LeaseConstraints
+	37, // 5: sessiongate.v1.Job.budget:type_name -> sessiongate.v1.Job.BudgetEntry
+	45, // 6: sessiongate.v1.Job.create_time:type_name -> google.protobuf.Timestamp
+	4,  // 7: sessiongate.v1.OpenSessionResponse.agents:type_name -> sessiongate.v1.Agent
+	5,  // 8: sessiongate.v1.OpenSessionResponse.runtime:type_name -> sessiongate.v1.RuntimeInfo
+	3,  // 9: sessiongate.v1.GetSessionStatusRequest.view:type_name -> sessiongate.v1.SessionStatusView
+	0,  // 10: sessiongate.v1.GetSessionStatusResponse.status:type_name -> sessiongate.v1.SessionStatus
+	1,  // 11: sessiongate.v1.GetSessionStatusResponse.phase:type_name -> sessiongate.v1.SessionPhase
+	1,  // 12: sessiongate.v1.SessionInfo.phase:type_name -> sessiongate.v1.SessionPhase
+	45, // 13: sessiongate.v1.SessionInfo.opened_at:type_name -> google.protobuf.Timestamp
+	19, // 14: sessiongate.v1.ListSessionsResponse.sessions:type_name -> sessiongate.v1.SessionInfo
+	46, // 15: sessiongate.v1.SubmitJobRequest.input:type_name -> google.protobuf.Value
+	6,  // 16: sessiongate.v1.SubmitJobRequest.lease_request:type_name -> sessiongate.v1.Lease
+	8,  // 17: sessiongate.v1.SubmitJobRequest.lease_constraints:type_name -> sessiongate.v1.LeaseConstraints
+	38, // 18: sessiongate.v1.SubmitJobRequest.extensions:type_name -> sessiongate.v1.SubmitJobRequest.ExtensionsEntry
+	45, // 19: sessiongate.v1.SubmitJobResponse.accepted_at:type_name -> google.protobuf.Timestamp
+	6,  // 20: sessiongate.v1.SubmitJobResponse.lease:type_name -> sessiongate.v1.Lease
+	8,  // 21: sessiongate.v1.SubmitJobResponse.lease_constraints:type_name -> sessiongate.v1.LeaseConstraints
+	39, // 22: sessiongate.v1.SubmitJobResponse.budget:type_name -> sessiongate.v1.SubmitJobResponse.BudgetEntry
+	40, // 23: sessiongate.v1.SubmitJobResponse.extensions:type_name -> sessiongate.v1.SubmitJobResponse.ExtensionsEntry
+	46, // 24: sessiongate.v1.RunJobRequest.input:type_name -> google.protobuf.Value
+	6,  // 25: sessiongate.v1.RunJobRequest.lease_request:type_name -> sessiongate.v1.Lease
+	8,  // 26: sessiongate.v1.RunJobRequest.lease_constraints:type_name -> sessiongate.v1.LeaseConstraints
+	41, // 27: sessiongate.v1.RunJobRequest.extensions:type_name -> sessiongate.v1.RunJobRequest.ExtensionsEntry
+	46, // 28: sessiongate.v1.RunJobResponse.result:type_name -> google.protobuf.Value
+	6,  // 29: sessiongate.v1.RunJobResponse.lease:type_name -> sessiongate.v1.Lease
+	8,  // 30: sessiongate.v1.RunJobResponse.lease_constraints:type_name -> sessiongate.v1.LeaseConstraints
+	42, // 31: sessiongate.v1.RunJobResponse.budget:type_name -> sessiongate.v1.RunJobResponse.BudgetEntry
+	43, // 32: sessiongate.v1.RunJobResponse.extensions:type_name -> sessiongate.v1.RunJobResponse.ExtensionsEntry
+	45, // 33: sessiongate.v1.JobEvent.ts:type_name -> google.protobuf.Timestamp
+	46, // 34: sessiongate.v1.JobEvent.body:type_name -> google.protobuf.Value
+	9,  // 35: sessiongate.v1.JobEvent.progress:type_name -> sessiongate.v1.Progress
+	10, // 36: sessiongate.v1.JobEvent.result_chunk:type_name -> sessiongate.v1.ResultChunk
+	46, // 37: sessiongate.v1.JobResult.result:type_name -> google.protobuf.Value
+	46, // 38: sessiongate.v1.JobError.details:type_name -> google.protobuf.Value
+	28, // 39: sessiongate.v1.WatchJobResponse.event:type_name -> sessiongate.v1.JobEvent
+	29, // 40: sessiongate.v1.WatchJobResponse.result:type_name -> sessiongate.v1.JobResult
+	30, // 41: sessiongate.v1.WatchJobResponse.error:type_name -> sessiongate.v1.JobError
+	44, // 42: sessiongate.v1.WatchJobResponse.extensions:type_name -> sessiongate.v1.WatchJobResponse.ExtensionsEntry
+	11, // 43: sessiongate.v1.ListJobsResponse.jobs:type_name -> sessiongate.v1.Job
+	11, // 44: sessiongate.v1.SubscribeJobResponse.job:type_name -> sessiongate.v1.Job
+	7,  // 45: sessiongate.v1.Lease.CapabilitiesEntry.value:type_name -> sessiongate.v1.LeasePatterns
+	46, // 46: sessiongate.v1.SubmitJobRequest.ExtensionsEntry.value:type_name -> google.protobuf.Value
+	46, // 47: sessiongate.v1.SubmitJobResponse.ExtensionsEntry.value:type_name -> google.protobuf.Value
+	46, // 48: sessiongate.v1.RunJobRequest.ExtensionsEntry.value:type_name -> google.protobuf.Value
+	46, // 49: sessiongate.v1.RunJobResponse.ExtensionsEntry.value:type_name -> google.protobuf.Value
+	46, // 50: sessiongate.v1.WatchJobResponse.ExtensionsEntry.value:type_name -> google.protobuf.Value
+	12, // 51: sessiongate.v1.SessionGateway.OpenSession:input_type -> sessiongate.v1.OpenSessionRequest
+	14, // 52: sessiongate.v1.SessionGateway.GetSessionStatus:input_type -> sessiongate.v1.GetSessionStatusRequest
+	16, // 53: sessiongate.v1.SessionGateway.CloseSession:input_type -> sessiongate.v1.CloseSessionRequest
+	18, // 54: sessiongate.v1.SessionGateway.ListSessions:input_type -> sessiongate.v1.ListSessionsRequest
+	21, // 55: sessiongate.v1.SessionGateway.SubmitJob:input_type -> sessiongate.v1.SubmitJobRequest
+	23, // 56: sessiongate.v1.SessionGateway.RunJob:input_type -> sessiongate.v1.RunJobRequest
+	25, // 57: sessiongate.v1.SessionGateway.CancelJob:input_type -> sessiongate.v1.CancelJobRequest
+	27, // 58: sessiongate.v1.SessionGateway.WatchJob:input_type -> sessiongate.v1.WatchJobRequest
+	32, // 59: sessiongate.v1.SessionGateway.ListJobs:input_type -> sessiongate.v1.ListJobsRequest
+	34, // 60: sessiongate.v1.SessionGateway.SubscribeJob:input_type -> sessiongate.v1.SubscribeJobRequest
+	13, // 61: sessiongate.v1.SessionGateway.OpenSession:output_type -> sessiongate.v1.OpenSessionResponse
+	15, // 62: sessiongate.v1.SessionGateway.GetSessionStatus:output_type -> sessiongate.v1.GetSessionStatusResponse
+	17, // 63: sessiongate.v1.SessionGateway.CloseSession:output_type -> sessiongate.v1.CloseSessionResponse
+	20, // 64: sessiongate.v1.SessionGateway.ListSessions:output_type -> sessiongate.v1.ListSessionsResponse
+	22, // 65: sessiongate.v1.SessionGateway.SubmitJob:output_type -> sessiongate.v1.SubmitJobResponse
+	24, // 66: sessiongate.v1.SessionGateway.RunJob:output_type -> sessiongate.v1.RunJobResponse
+	26, // 67: sessiongate.v1.SessionGateway.CancelJob:output_type -> sessiongate.v1.CancelJobResponse
+	31, // 68: sessiongate.v1.SessionGateway.WatchJob:output_type -> sessiongate.v1.WatchJobResponse
+	33, // 69: sessiongate.v1.SessionGateway.ListJobs:output_type -> sessiongate.v1.ListJobsResponse
+	35, // 70: sessiongate.v1.SessionGateway.SubscribeJob:output_type -> sessiongate.v1.SubscribeJobResponse
+	61, // [61:71] is the sub-list for method output_type
+	51, // [51:61] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_sessiongate_v1_sessiongate_proto_init() }
@@ -3106,7 +3178,7 @@ func file_sessiongate_v1_sessiongate_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sessiongate_v1_sessiongate_proto_rawDesc), len(file_sessiongate_v1_sessiongate_proto_rawDesc)),
-			NumEnums:      3,
+			NumEnums:      4,
 			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,

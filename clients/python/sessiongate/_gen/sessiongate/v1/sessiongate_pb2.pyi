@@ -22,6 +22,9 @@ SESSION_PHASE_UNSPECIFIED: SessionPhase
 SESSION_STATUS_LIVE: SessionStatus
 SESSION_STATUS_NOT_FOUND: SessionStatus
 SESSION_STATUS_UNSPECIFIED: SessionStatus
+SESSION_STATUS_VIEW_BASIC: SessionStatusView
+SESSION_STATUS_VIEW_FULL: SessionStatusView
+SESSION_STATUS_VIEW_UNSPECIFIED: SessionStatusView
 
 class Agent(_message.Message):
     __slots__ = ["default_version", "name", "versions"]
@@ -60,10 +63,12 @@ class CloseSessionResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class GetSessionStatusRequest(_message.Message):
-    __slots__ = ["session_id"]
+    __slots__ = ["session_id", "view"]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    VIEW_FIELD_NUMBER: _ClassVar[int]
     session_id: str
-    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+    view: SessionStatusView
+    def __init__(self, session_id: _Optional[str] = ..., view: _Optional[_Union[SessionStatusView, str]] = ...) -> None: ...
 
 class GetSessionStatusResponse(_message.Message):
     __slots__ = ["features", "generation", "instance_id", "last_event_seq", "phase", "runtime", "status"]
@@ -485,4 +490,7 @@ class SessionPhase(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class JobState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class SessionStatusView(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

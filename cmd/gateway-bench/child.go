@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -30,21 +31,39 @@ func isRuntimeChild(args []string) bool {
 
 // serveRuntimeChild is the whole of the runtime child: it serves the
 // reference runtime with its default options (as cmd/gateway embeds it) on
-// 127.0.0.1, prints its URL as the first line of stdout, and serves until
+// 127.0.0.1 — on as many listeners as the argument after serveRuntimeArg
+// asks (default 1), each its own runtime — prints their URLs, separated by
+// spaces, as the first line of stdout, and serves until
 // stdin reaches EOF (the parent closed it, or died) or SIGTERM/SIGINT. It
 // then closes the runtime, which waits for all of the runtime's goroutines.
 // The goroutine reading stdin is the one left running when the child
 // returns to exit: a blocked read of a pipe cannot be interrupted.
-func serveRuntimeChild(stdin io.Reader, stdout, stderr io.Writer) error {
+func serveRuntimeChild(args []string, stdin io.Reader, stdout, stderr io.Writer) (err error) {
 	raiseFileLimit(wantFiles)
-	srv, err := arcpruntime.Listen("127.0.0.1:0", arcpruntime.Options{
-		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("component", "runtime-child"),
-	})
-	if err != nil {
-		return err
+	n := 1
+	if len(args) > 0 {
+		if n, err = strconv.Atoi(args[0]); err != nil || n < 1 || n > 64 {
+			return fmt.Errorf("listeners %q: want 1 to 64", args[0])
+		}
 	}
-	if _, err := fmt.Fprintln(stdout, srv.URL()); err != nil {
-		srv.Close()
+	var srvs []*arcpruntime.Server
+	defer func() {
+		for _, s := range srvs {
+			err = errors.Join(err, s.Close())
+		}
+	}()
+	urls := make([]string, 0, n)
+	for range n {
+		srv, err := arcpruntime.Listen("127.0.0.1:0", arcpruntime.Options{
+			Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("component", "runtime-child"),
+		})
+		if err != nil {
+			return err
+		}
+		srvs = append(srvs, srv)
+		urls = append(urls, srv.URL())
+	}
+	if _, err := fmt.Fprintln(stdout, strings.Join(urls, " ")); err != nil {
 		return err
 	}
 	sig, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
@@ -58,14 +77,15 @@ func serveRuntimeChild(stdin io.Reader, stdout, stderr io.Writer) error {
 	case <-sig.Done():
 	case <-eof:
 	}
-	return srv.Close()
+	return nil
 }
 
 // runtimeChild is the parent's handle on the runtime child process.
 type runtimeChild struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
-	url    string
+	url    string        // the first of urls
+	urls   []string      // one per listener
 	exited chan struct{} // closed when cmd.Wait has returned
 	err    error         // cmd.Wait's result, set before exited closes
 
@@ -100,12 +120,19 @@ func startRuntimeChild(ctx context.Context, exe string, args []string) (*runtime
 	timer := time.NewTimer(15 * time.Second)
 	defer timer.Stop()
 	select {
-	case url := <-first.ch:
-		if !strings.HasPrefix(url, "ws://127.0.0.1:") {
-			c.kill()
-			return nil, fmt.Errorf("runtime child printed %q, want a ws://127.0.0.1 URL", url)
+	case line := <-first.ch:
+		c.urls = strings.Fields(line)
+		for _, u := range c.urls {
+			if !strings.HasPrefix(u, "ws://127.0.0.1:") {
+				c.kill()
+				return nil, fmt.Errorf("runtime child printed %q, want ws://127.0.0.1 URLs", line)
+			}
 		}
-		c.url = url
+		if len(c.urls) == 0 {
+			c.kill()
+			return nil, errors.New("runtime child printed an empty line, want its URLs")
+		}
+		c.url = c.urls[0]
 		return c, nil
 	case <-c.exited:
 		return nil, fmt.Errorf("runtime child exited before printing its URL: %v", c.err)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -45,11 +46,12 @@ type gatewayServer struct {
 	served chan error // Serve's result
 }
 
-// startGateway assembles the gateway as cmd/gateway does, over one runtime,
+// startGateway assembles the gateway as cmd/gateway does, over the runtime
+// child's listeners (the first is "default", the others runtimeName(i)),
 // with session caps above what the bench opens and an idle timeout longer
 // than the run. Logs go to logw (JSON at info level, as in production;
 // io.Discard unless -v).
-func startGateway(runtimeURL string, maxSessions int, logw io.Writer) (*gatewayServer, error) {
+func startGateway(runtimeURLs []string, maxSessions int, logw io.Writer) (*gatewayServer, error) {
 	log := slog.New(slog.NewJSONHandler(logw, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -59,7 +61,7 @@ func startGateway(runtimeURL string, maxSessions int, logw io.Writer) (*gatewayS
 	}
 	gw, err := server.New(server.Config{
 		InstanceID:           "bench",
-		Runtimes:             []server.Runtime{{Name: "default", URL: runtimeURL}},
+		Runtimes:             runtimesOf(runtimeURLs),
 		MaxSessions:          maxSessions,
 		MaxSessionsPerCaller: maxSessions,
 		IdleTimeout:          time.Hour,
@@ -138,11 +140,32 @@ func statusCaller(cc *grpc.ClientConn, id string) callFunc {
 	}
 }
 
-// openSession opens one session through the gateway.
+// runtimeName names the gateway's runtime on listener i of the child.
+func runtimeName(i int) string {
+	if i == 0 {
+		return "default"
+	}
+	return "r" + strconv.Itoa(i)
+}
+
+func runtimesOf(urls []string) []server.Runtime {
+	rts := make([]server.Runtime, len(urls))
+	for i, u := range urls {
+		rts[i] = server.Runtime{Name: runtimeName(i), URL: u}
+	}
+	return rts
+}
+
+// openSession opens one session through the gateway, on the default runtime.
 func openSession(ctx context.Context, cc *grpc.ClientConn) (string, error) {
+	return openSessionOn(ctx, cc, "")
+}
+
+// openSessionOn opens one session on the named runtime ("" = default).
+func openSessionOn(ctx context.Context, cc *grpc.ClientConn, runtime string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	resp, err := sessiongatev1.NewSessionGatewayClient(cc).OpenSession(ctx, &sessiongatev1.OpenSessionRequest{ClientName: "gateway-bench"})
+	resp, err := sessiongatev1.NewSessionGatewayClient(cc).OpenSession(ctx, &sessiongatev1.OpenSessionRequest{ClientName: "gateway-bench", Runtime: runtime})
 	if err != nil {
 		return "", fmt.Errorf("OpenSession: %w", err)
 	}

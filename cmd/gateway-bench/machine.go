@@ -14,7 +14,18 @@ import (
 
 // wantFiles is the open-file limit the bench asks for: every idle session is
 // one WebSocket in the gateway (this process) and one in the runtime child.
-const wantFiles = 1 << 16
+// Raising the hard limit needs CAP_SYS_RESOURCE (root); without it the
+// session counts that do not fit are left out, and the report says so.
+const wantFiles = 1 << 18
+
+// sessionsPerListener is how many sessions share one runtime listener: a
+// loopback connection to one address takes one of the ~28k ephemeral ports
+// (32768-60999 by default), so 100k sessions need several listeners (all on
+// 127.0.0.1), which the gateway sees as several runtimes.
+const sessionsPerListener = 20_000
+
+// listenersFor returns how many runtime listeners n sessions need.
+func listenersFor(n int) int { return max(1, (n+sessionsPerListener-1)/sessionsPerListener) }
 
 // raiseFileLimit raises RLIMIT_NOFILE to want, raising the hard limit too
 // when the process may (root); otherwise it raises the soft limit as far as

@@ -4,7 +4,7 @@
 // -json) of every figure beside its performance targets, each marked pass or
 // miss.
 //
-//	go run ./cmd/gateway-bench            # full: 3 s points, 1k and 10k sessions, 1M tombstones
+//	go run ./cmd/gateway-bench            # full: 3 s points, 1k, 10k and 100k sessions, 1M tombstones
 //	go run ./cmd/gateway-bench -short     # under a minute: 1 s points, 1k sessions, 100k tombstones
 //	go run ./cmd/gateway-bench -json      # the same figures as JSON (progress goes to stderr)
 //	go run ./cmd/gateway-bench -check     # exit 1 when any target is missed
@@ -105,7 +105,7 @@ import (
 
 func main() {
 	if isRuntimeChild(os.Args) {
-		if err := serveRuntimeChild(os.Stdin, os.Stdout, os.Stderr); err != nil {
+		if err := serveRuntimeChild(os.Args[2:], os.Stdin, os.Stdout, os.Stderr); err != nil {
 			fmt.Fprintln(os.Stderr, "gateway-bench runtime child:", err)
 			os.Exit(1)
 		}
@@ -194,7 +194,7 @@ func modeConfig(mode string) config {
 		c.Mode = "full"
 		c.Point, c.Warmup = bounds{3 * time.Second, 10_000_000}, bounds{time.Second, 10_000_000}
 		c.Serial, c.SerialWarmup = bounds{3 * time.Second, 5000}, bounds{time.Second, 500}
-		c.Sessions, c.Tombstones, c.InterceptorOps = []int{1000, 10_000}, 1_000_000, 1_000_000
+		c.Sessions, c.Tombstones, c.InterceptorOps = []int{1000, 10_000, 100_000}, 1_000_000, 1_000_000
 	}
 	return c
 }
@@ -227,7 +227,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.IntVar(&serialCalls, "serial-calls", 0, "calls per serial point, each on a fresh session; a tenth of it warms up (default 5000, 2000 with -short)")
 	fs.IntVar(&conc, "concurrency", 64, "workers of the concurrent points (and sessions of 3 and 4)")
 	fs.IntVar(&perConn, "workers-per-conn", 16, "workers sharing one gRPC ClientConn")
-	fs.StringVar(&sessions, "sessions", "", "idle session counts of section 5, comma-separated (default 1000,10000; 1000 with -short)")
+	fs.StringVar(&sessions, "sessions", "", "idle session counts of section 5, comma-separated (default 1000,10000,100000; 1000 with -short)")
 	fs.IntVar(&tombs, "tombstones", 0, "tombstone entries of section 7 (default 1000000, 100000 with -short)")
 	fs.IntVar(&icptOps, "interceptor-iterations", 0, "calls per round in section 8 (default 1000000, 200000 with -short)")
 	fs.StringVar(&o.cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the gateway sections (3-6) to `file`")

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"go.uber.org/goleak"
 )
 
@@ -17,7 +18,7 @@ import (
 // as the runtime child, exactly as the command does.
 func TestMain(m *testing.M) {
 	if isRuntimeChild(os.Args) {
-		if err := serveRuntimeChild(os.Stdin, os.Stdout, os.Stderr); err != nil {
+		if err := serveRuntimeChild(os.Args[2:], os.Stdin, os.Stdout, os.Stderr); err != nil {
 			fmt.Fprintln(os.Stderr, "runtime child:", err)
 			os.Exit(1)
 		}
@@ -243,5 +244,54 @@ func (j jsonDoc) checkTargets() {
 	}
 	if got := j.get("all_pass"); got != all {
 		j.t.Errorf("all_pass = %v, want %v", got, all)
+	}
+}
+
+func TestFitSessions(t *testing.T) {
+	for _, c := range []struct {
+		counts []int
+		files  uint64
+		want   []int
+		said   int
+	}{
+		{[]int{1000, 10_000, 100_000}, 1 << 18, []int{1000, 10_000, 100_000}, 0},
+		{[]int{1000, 10_000, 100_000}, 20_000, []int{1000, 10_000, 19_000}, 1},
+		{[]int{1000, 10_000, 100_000}, 5000, []int{1000, 4000}, 2},
+		{[]int{1000}, 600, nil, 1},
+	} {
+		got, said := fitSessions(c.counts, c.files, 64)
+		if fmt.Sprint(got) != fmt.Sprint(c.want) || len(said) != c.said {
+			t.Errorf("fitSessions(%v, %d) = %v, %q; want %v and %d sentences", c.counts, c.files, got, said, c.want, c.said)
+		}
+	}
+}
+
+// TestRuntimeChildListeners: the runtime child serves as many listeners as
+// asked, each a runtime of its own that completes a WebSocket handshake.
+func TestRuntimeChildListeners(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rt, err := startRuntimeChild(ctx, exe, []string{serveRuntimeArg, "3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := rt.stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	if len(rt.urls) != 3 || rt.url != rt.urls[0] || rt.urls[0] == rt.urls[1] || rt.urls[1] == rt.urls[2] {
+		t.Fatalf("urls = %q", rt.urls)
+	}
+	for _, u := range rt.urls {
+		ws, _, err := websocket.Dial(ctx, u, nil)
+		if err != nil {
+			t.Fatalf("dial %s: %v", u, err)
+		}
+		ws.CloseNow()
 	}
 }

@@ -114,7 +114,8 @@ func (a *idArena) get(i int) string {
 }
 
 // openMany opens sessions [from, to) of ids through the gateway, 32 calls
-// at a time spread over conns. The first error stops it and is returned.
+// at a time spread over conns; session i goes to runtime i÷sessionsPerListener
+// of the child's listeners. The first error stops it and is returned.
 func openMany(ctx context.Context, conns []*grpc.ClientConn, ids *idArena, from, to int) error {
 	const parallel = 32
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -126,7 +127,7 @@ func openMany(ctx context.Context, conns []*grpc.ClientConn, ids *idArena, from,
 		cc := conns[w%len(conns)]
 		wg.Go(func() {
 			for i := int(next.Add(1) - 1); i < to && ctx.Err() == nil; i = int(next.Add(1) - 1) {
-				id, err := openSession(ctx, cc)
+				id, err := openSessionOn(ctx, cc, runtimeName(i/sessionsPerListener))
 				if err == nil {
 					err = ids.set(i, id)
 				}

@@ -83,3 +83,35 @@ func benchRunJobEcho(b *testing.B, workers int) {
 		}
 	}
 }
+
+// BenchmarkRunJobParallel: 64 callers, each on its own session (as
+// gateway-bench's concurrent RunJob point), over one gRPC connection. The
+// reference runtime runs in this process, so a CPU profile shows both
+// sides; its figures are for profiles and before/after comparisons, the
+// ratios come from gateway-bench.
+func BenchmarkRunJobParallel(b *testing.B) {
+	h, first := benchHarness(b)
+	const callers = 64
+	ids := make(chan string, callers)
+	ids <- first
+	for range callers - 1 {
+		resp, err := h.client.OpenSession(context.Background(), &sessiongatev1.OpenSessionRequest{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids <- resp.GetSessionId()
+	}
+	in := mustValueTB(b, map[string]any{"hello": "world"})
+	b.ReportAllocs()
+	b.SetParallelism(max(callers/runtime.GOMAXPROCS(0), 1))
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		req := &sessiongatev1.RunJobRequest{SessionId: <-ids, Agent: "echo", Input: in}
+		for pb.Next() {
+			if _, err := h.client.RunJob(context.Background(), req); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}

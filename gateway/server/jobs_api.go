@@ -61,8 +61,7 @@ func implementedFeatures(fs []string) []string {
 // (W3C Trace Context §4.3: a vendor that cannot parse traceparent starts a
 // new trace). fresh says which.
 func traceIDFrom(ctx context.Context) (id string, fresh bool) {
-	md, _ := metadata.FromIncomingContext(ctx)
-	if vals := md.Get("traceparent"); len(vals) == 1 {
+	if vals := metadata.ValueFromIncomingContext(ctx, "traceparent"); len(vals) == 1 {
 		if id, ok := parseTraceparent(vals[0]); ok {
 			return id, false
 		}

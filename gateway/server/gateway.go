@@ -17,7 +17,6 @@ import (
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
-	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
 	"github.com/prometheus/client_golang/prometheus"
@@ -323,27 +322,25 @@ func New(cfg Config) (*Gateway, error) {
 	if err := registerGatewayMetrics(cfg.Registry, table, names, counters, liveJobs, retained); err != nil {
 		return nil, err
 	}
-	logger := logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
-		cfg.Logger.Log(ctx, slog.Level(lvl), msg, fields...)
-	})
-	logOpts := []logging.Option{
-		logging.WithLogOnEvents(logging.FinishCall),
-		logging.WithLevels(logLevel),
-	}
+	access := &accessLog{log: cfg.Logger, skip: map[string]bool{
+		sessiongatev1.SessionGateway_GetSessionStatus_FullMethodName: true,
+		healthpb.Health_Check_FullMethodName:                         true,
+		healthpb.Health_Watch_FullMethodName:                         true,
+	}}
 	recoveryOpt := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
 		cfg.Logger.ErrorContext(ctx, "panic in handler", "panic", p, "stack", string(debug.Stack()))
 		return status.Error(codes.Internal, "internal error")
 	})
 	unary := []grpc.UnaryServerInterceptor{
 		srvMetrics.UnaryServerInterceptor(),
-		selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(logger, logOpts...), selector.MatchFunc(logged)),
+		access.unary,
 		recovery.UnaryServerInterceptor(recoveryOpt),
 		selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(g.authFunc), selector.MatchFunc(authenticated)),
 		g.clusterUnary,
 	}
 	stream := []grpc.StreamServerInterceptor{
 		srvMetrics.StreamServerInterceptor(),
-		selector.StreamServerInterceptor(logging.StreamServerInterceptor(logger, logOpts...), selector.MatchFunc(logged)),
+		access.stream,
 		recovery.StreamServerInterceptor(recoveryOpt),
 		selector.StreamServerInterceptor(auth.StreamServerInterceptor(g.authFunc), selector.MatchFunc(authenticated)),
 		g.clusterStream,
@@ -388,22 +385,6 @@ var servedHealth = []string{
 	timeoutprofilev1.TimeoutProfileService_ServiceDesc.ServiceName,
 }
 
-// logLevel is the access log level of a call's outcome. Only codes that say
-// the gateway itself failed are errors; ABORTED is a job's own failure (see
-// jobCode), an outcome like any other.
-func logLevel(c codes.Code) logging.Level {
-	switch c {
-	case codes.OK, codes.NotFound, codes.Canceled, codes.AlreadyExists:
-		return logging.LevelDebug
-	case codes.Aborted:
-		return logging.LevelInfo
-	case codes.Internal, codes.Unknown, codes.DataLoss:
-		return logging.LevelError
-	default:
-		return logging.LevelWarn
-	}
-}
-
 // NewEnforcer builds the timeout profile enforcer the gateway installs: the
 // global layer (nil = standard profiles), caller identities from the
 // authentication interceptor, warnings to log, and the sw4rm_rpc_* metrics on
@@ -424,20 +405,6 @@ func NewEnforcer(global *timeoutprofile.Config, reg prometheus.Registerer, log *
 		opts = append(opts, timeoutprofile.WithConfig(global))
 	}
 	return timeoutprofile.New(opts...)
-}
-
-// logged says which calls are access-logged: all but the liveness probes
-// (GetSessionStatus and health checks), which balancers call thousands of
-// times a second and which, like health checks everywhere, would only drown
-// the log. Their failures are still counted by the gRPC metrics.
-func logged(_ context.Context, c interceptors.CallMeta) bool {
-	switch {
-	case c.Service == sessiongatev1.SessionGateway_ServiceDesc.ServiceName && c.Method == "GetSessionStatus":
-		return false
-	case c.Service == "grpc.health.v1.Health":
-		return false
-	}
-	return true
 }
 
 // profiled says which calls run under a timeout profile: all but the

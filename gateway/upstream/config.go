@@ -1,10 +1,10 @@
 package upstream
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"net/url"
 	"time"
 
@@ -64,9 +64,9 @@ type Config struct {
 	// sharing one upstream principal never share a job through a key.
 	KeyNamespace string
 
-	Counters   *Counters // shared across connections for metrics; nil = private
-	Logger     *slog.Logger
-	HTTPClient *http.Client // optional, for dialing
+	Counters  *Counters // shared across connections for metrics; nil = private
+	Logger    *slog.Logger
+	TLSConfig *tls.Config // for wss:// runtimes; nil = the system roots
 
 	knobs *knobs // test-only overrides, set through export_test.go
 }

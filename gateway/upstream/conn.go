@@ -412,16 +412,26 @@ func (c *Conn) mono() int64 { return int64(time.Since(c.epoch)) }
 // to send, so an idle connection holds no writer goroutine (nor its stack).
 // c.mu must be held.
 func (c *Conn) wakeWriter() {
+	if t := c.claimWriterLocked(); t != nil {
+		go func() {
+			defer t.wg.Done()
+			c.writeLoop(t)
+		}()
+	}
+}
+
+// claimWriterLocked makes the caller the writer of the current transport
+// when none is running (and the transport is live): it returns the
+// transport, with t.writing set and t.wg counting the caller, who must run
+// writeLoop or writeInline on it. Else nil.
+func (c *Conn) claimWriterLocked() *transport {
 	t := c.tr
 	if t == nil || t.stopped || t.writing {
-		return
+		return nil
 	}
 	t.writing = true
 	t.wg.Add(1)
-	go func() {
-		defer t.wg.Done()
-		c.writeLoop(t)
-	}()
+	return t
 }
 
 func (c *Conn) kickSupervisor() {

@@ -19,21 +19,50 @@
 //
 // Dial starts one supervisor goroutine per Conn. For each transport the
 // supervisor starts a reader; a writer runs only while the transport has
-// frames to send (wakeWriter starts it, it exits when the queues are empty,
-// and there is never more than one), so an idle session costs two goroutines,
-// not three. The supervisor waits for both before it starts the next
-// transport or returns. Nothing else starts goroutines: heartbeats, acks,
-// expiry and backoff are timers in the supervisor's select loop; callers wait
-// on channels.
+// frames to send (there is never more than one), so an idle session costs
+// two goroutines, not three. The supervisor waits for both before it starts
+// the next transport or returns. Nothing else starts goroutines: heartbeats,
+// acks, expiry and backoff are timers in the supervisor's select loop;
+// callers wait on channels.
 //
-//   - The reader reads with the transport's lifetime context (a per-message
-//     context would close the socket on expiry, a coder/websocket trap),
-//     decodes, and dispatches each envelope under the connection mutex.
+// The WebSocket is gateway/wsclient's: its reader borrows a buffer only
+// while bytes are arriving, so a parked reader (an idle session) pins no
+// buffer, and a batch of frames goes out in one write.
+//
+//   - The reader reads until the transport ends (the end of the transport's
+//     context closes the socket), decodes, and dispatches each envelope
+//     under the connection mutex; answers complete their callers from it
+//     (a channel close per caller), with no other goroutine in between.
 //   - The writer takes frames under the mutex, and decides to exit under it
-//     too, so a frame queued after that starts a new writer and none is lost: first the connection's own (pongs, pings, orphan cancels,
+//     too, so a frame queued after that starts a new writer and none is
+//     lost: first the connection's own (pongs, pings, orphan cancels,
 //     session.close; bounded, overflow dropped and counted), then a due
 //     ack, then caller frames from the outbox (bounded; callers wait for
-//     space, bounded by their context).
+//     space, bounded by their context). Who runs it: a submit whose caller
+//     finds no writer running claims the writer role under the mutex
+//     (claimWriterLocked) and writes one batch from its own goroutine
+//     (writeInline), so a lone call starts and wakes no goroutine; anything
+//     else, and whatever is queued behind that batch, starts a writer
+//     goroutine (wakeWriter).
+//
+// Why the inline writer keeps every property of the correlation core: the
+// core never sees who writes. What it sees is takeBatch, which runs under
+// the mutex whoever calls it, pops the outbox in order, and records each
+// submit as written (Written) in the same critical section that puts its
+// frame in the batch; batches are written whole and in the order they were
+// taken because only the holder of the writer role (t.writing, claimed and
+// released under the mutex) takes or writes one, and the role is handed to
+// the writer goroutine only together with the batch already taken. So the
+// wire order is exactly the order the core recorded, as before. The role
+// is released under the mutex when takeBatch finds nothing to take, so a
+// frame queued afterwards claims a new writer and none is lost. A teardown
+// closes the socket before it waits for the writer (t.wg counts an inline
+// writer too), so a blocked inline write cannot hold a transport open; and
+// an inline write is bounded by its caller's deadline, never less than a
+// second, because a write blocks only when the runtime has left the
+// socket's whole send buffer unread, and a failure there drops the
+// transport, after which the core reconciles the submit as it does every
+// submit in flight at a drop.
 //   - The supervisor ends a transport by cancelling its context and closing
 //     the socket, waits for reader and writer, settles the generation's
 //     requests (below) and resumes, or ends the session.
@@ -180,8 +209,8 @@
 //
 // Definite errors, never silent loss: live jobs plus unanswered submits per
 // session (*CapError "live_jobs", before anything is sent), the read limit
-// (MaxFrameBytes: an oversize frame closes the socket in coder/websocket,
-// so it is counted and resumed; a frame to send above it is a *CapError
+// (MaxFrameBytes: an oversize frame closes the socket (close 1009), so it
+// is counted and resumed; a frame to send above it is a *CapError
 // "frame_bytes"), the event buffer (above), tombstones (above).
 //
 // # Concurrency contract

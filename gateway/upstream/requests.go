@@ -54,6 +54,7 @@ type request struct {
 	callerTrace bool // the trace id is the caller's: it may name other jobs too
 	callerKey   bool
 	written     bool
+	inline      bool // its caller writes the queue itself when no writer runs (writeInline)
 	done        chan struct{}
 
 	// Answer.
@@ -248,7 +249,9 @@ func (c *Conn) enqueueLocked(ctx context.Context, r *request, check func() error
 	if r.kind == kindSubmit {
 		c.inflight++
 	}
-	c.wakeWriter()
+	if !r.inline {
+		c.wakeWriter()
+	}
 	return nil
 }
 

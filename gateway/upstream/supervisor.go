@@ -7,9 +7,8 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/coder/websocket"
-
 	"github.com/sessiongate/sessiongate/gateway/arcp"
+	"github.com/sessiongate/sessiongate/gateway/wsclient"
 )
 
 // run is the supervisor goroutine: it serves the current transport, tears it
@@ -242,7 +241,7 @@ func (c *Conn) closeGracefully(t *transport) {
 	if clean {
 		// The close handshake runs while the reader is still reading; a
 		// hard stop (Close's ctx) cancels t.ctx, which closes the socket.
-		_ = t.ws.Close(websocket.StatusNormalClosure, "session closed")
+		_ = t.ws.Close(wsclient.StatusNormalClosure, "session closed")
 	}
 	t.cancel(errCloseRequested)
 	t.ws.CloseNow()

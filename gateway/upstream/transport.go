@@ -8,16 +8,15 @@ import (
 	"sync"
 	"time"
 
-	"github.com/coder/websocket"
-
 	"github.com/sessiongate/sessiongate/gateway/arcp"
+	"github.com/sessiongate/sessiongate/gateway/wsclient"
 )
 
 // transport is one WebSocket of the session. Its reader and writer
 // goroutines run until ctx is cancelled; the supervisor waits for them (wg).
 type transport struct {
-	gen    uint64 // immutable
-	ws     *websocket.Conn
+	gen    uint64         // immutable
+	ws     *wsclient.Conn // closed (CloseNow) when ctx ends
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	wg     sync.WaitGroup // the reader and, while it runs, the writer
@@ -28,16 +27,15 @@ type transport struct {
 }
 
 type handshakeResult struct {
-	ws        *websocket.Conn
+	ws        *wsclient.Conn
 	sessionID string
 	welcome   arcp.Welcome
 	heartbeat time.Duration
 }
 
 // handshake dials and exchanges hello/welcome within InitTimeout (and ctx).
-// The context bounds only the handshake: coder/websocket closes the
-// connection if a context expires during a call, and the calls here are the
-// handshake's own.
+// The context bounds only the handshake: while it runs, the context's end
+// closes the socket, which ends a blocked read or write.
 func (c *Conn) handshake(ctx context.Context, resume *arcp.Resume) (*handshakeResult, error) {
 	// The dial's context must not descend from the caller's: the WebSocket
 	// keeps its HTTP request, and so that context, for the connection's
@@ -59,15 +57,16 @@ func (c *Conn) handshake(ctx context.Context, resume *arcp.Resume) (*handshakeRe
 		}
 		return &UnreachableError{Stage: stage, Err: err}
 	}
-	ws, _, err := websocket.Dial(hctx, c.cfg.URL, &websocket.DialOptions{HTTPClient: c.cfg.HTTPClient})
+	ws, err := wsclient.Dial(hctx, c.cfg.URL, wsclient.Options{TLSConfig: c.cfg.TLSConfig, ReadLimit: c.cfg.MaxFrameBytes})
 	if err != nil {
 		return nil, fail("dial", err)
 	}
 	c.moveTo(StateHandshaking)
-	ws.SetReadLimit(c.cfg.MaxFrameBytes)
 	ok := false
+	stopWatch := context.AfterFunc(hctx, func() { ws.CloseNow() })
 	defer func() {
 		if !ok {
+			stopWatch()
 			ws.CloseNow()
 		}
 	}()
@@ -85,18 +84,18 @@ func (c *Conn) handshake(ctx context.Context, resume *arcp.Resume) (*handshakeRe
 	if err != nil {
 		return nil, fail("hello", err)
 	}
-	if err := ws.Write(hctx, websocket.MessageText, data); err != nil {
+	if err := ws.Write(true, data); err != nil {
 		return nil, fail("send hello", err)
 	}
 	for {
-		typ, data, err := ws.Read(hctx)
+		text, data, err := ws.Read()
 		if err != nil {
-			if errors.Is(err, websocket.ErrMessageTooBig) {
+			if errors.Is(err, wsclient.ErrMessageTooBig) {
 				c.ctr.OversizeFrames.Add(1)
 			}
 			return nil, fail("read welcome", err)
 		}
-		if typ != websocket.MessageText {
+		if !text {
 			c.ctr.BinaryFrames.Add(1)
 			continue
 		}
@@ -112,6 +111,11 @@ func (c *Conn) handshake(ctx context.Context, resume *arcp.Resume) (*handshakeRe
 				c.ctr.MalformedFrames.Add(1)
 				return nil, fail("welcome", errorf("malformed welcome"))
 			}
+			if !stopWatch() {
+				// The handshake's context ended as the welcome came: the
+				// socket is being closed.
+				return nil, fail("welcome", context.Cause(hctx))
+			}
 			ok = true
 			return &handshakeResult{ws: ws, sessionID: env.SessionID, welcome: w, heartbeat: heartbeatInterval(env, &w)}, nil
 		case arcp.TypeError:
@@ -124,7 +128,7 @@ func (c *Conn) handshake(ctx context.Context, resume *arcp.Resume) (*handshakeRe
 		case arcp.TypePing:
 			// Liberal: answer, although no runtime should ping before welcome.
 			if pong := c.pongFrame(env, ""); pong != nil {
-				_ = ws.Write(hctx, websocket.MessageText, pong)
+				_ = ws.Write(true, pong)
 			}
 		default:
 			if arcp.KnownType(env.Type) {
@@ -141,6 +145,7 @@ func (c *Conn) handshake(ctx context.Context, resume *arcp.Resume) (*handshakeRe
 func (c *Conn) newTransportLocked(hs *handshakeResult) *transport {
 	t := &transport{gen: c.gen.Add(1), ws: hs.ws}
 	t.ctx, t.cancel = context.WithCancelCause(c.ctx)
+	context.AfterFunc(t.ctx, func() { t.ws.CloseNow() })
 	c.tr = t
 	c.lastAcked = c.lastSeq.Load() // the resume's last_event_seq counts as an ack
 	now := c.mono()
@@ -155,13 +160,13 @@ func (c *Conn) newTransportLocked(hs *handshakeResult) *transport {
 	return t
 }
 
-// readLoop reads frames with the transport's lifetime context (never a
-// per-message timeout, which would close the socket) and dispatches each.
+// readLoop reads frames until the transport ends (its context's end closes
+// the socket) and dispatches each.
 func (c *Conn) readLoop(t *transport) {
 	for {
-		typ, data, err := t.ws.Read(t.ctx)
+		text, data, err := t.ws.Read()
 		if err != nil {
-			if errors.Is(err, websocket.ErrMessageTooBig) {
+			if errors.Is(err, wsclient.ErrMessageTooBig) {
 				c.ctr.OversizeFrames.Add(1)
 				c.mu.Lock()
 				c.dropLocked(t, errOversize, true)
@@ -172,7 +177,7 @@ func (c *Conn) readLoop(t *transport) {
 			return
 		}
 		c.lastRecv.Store(c.mono())
-		if typ != websocket.MessageText {
+		if !text {
 			c.ctr.BinaryFrames.Add(1)
 			continue
 		}
@@ -211,7 +216,8 @@ func mayBeSubmitAnswer(data []byte) bool {
 }
 
 // writeLoop is the connection's one writer: it takes frames queued by the
-// reader, the supervisor and callers, and writes them in order.
+// reader, the supervisor and callers, and writes them in order, each batch
+// in one write to the socket.
 func (c *Conn) writeLoop(t *transport) {
 	var batch [][]byte
 	for {
@@ -219,18 +225,79 @@ func (c *Conn) writeLoop(t *transport) {
 		if len(batch) == 0 {
 			return // takeBatch cleared t.writing under mu
 		}
-		for i, f := range batch {
-			if err := t.ws.Write(t.ctx, websocket.MessageText, f); err != nil {
-				t.cancel(fmt.Errorf("upstream: write: %w", err))
-				c.mu.Lock()
-				t.writing = false
-				c.mu.Unlock()
-				return
-			}
-			c.lastSend.Store(c.mono())
-			batch[i] = nil
+		if !c.writeBatch(t, batch, time.Time{}) {
+			return
 		}
 	}
+}
+
+// writeInline is the writer run by a caller that found none running
+// (claimWriterLocked): the submit it just queued, and whatever else is
+// queued, are written from its own goroutine — no goroutine is started and
+// none woken, the commonest case at low concurrency. It writes one batch.
+// A write blocks only when the socket's send buffer is full — the runtime
+// has left megabytes unread — so that the caller is not held past its
+// deadline by such a runtime, the write is bounded by the caller's
+// deadline, but never less than inlineWriteFloor from now: a write that
+// fails there drops the transport (the submit is then reconciled after the
+// resume like any other in flight at a drop), which a caller's short
+// deadline alone must never cause. What was queued meanwhile goes to a
+// writer goroutine.
+//
+// It changes nothing the correlation core sees: takeBatch, under the
+// connection's lock, still decides what is written and in which order, and
+// the single-writer rule (t.writing) still holds, so frames reach the wire
+// in the order the core recorded them, exactly as from writeLoop.
+func (c *Conn) writeInline(ctx context.Context, t *transport) {
+	batch := c.takeBatch(t, nil)
+	if len(batch) == 0 {
+		t.wg.Done()
+		return
+	}
+	dl := time.Now().Add(inlineWriteFloor)
+	if d, ok := ctx.Deadline(); ok && d.After(dl) {
+		dl = d
+	}
+	if !c.writeBatch(t, batch, dl) {
+		t.wg.Done()
+		return
+	}
+	if batch = c.takeBatch(t, batch[:0]); len(batch) == 0 {
+		t.wg.Done()
+		return
+	}
+	go func() {
+		defer t.wg.Done()
+		if c.writeBatch(t, batch, time.Time{}) {
+			c.writeLoop(t)
+		}
+	}()
+}
+
+// inlineWriteFloor is the least time writeInline lets a write block.
+const inlineWriteFloor = time.Second
+
+// writeBatch writes batch in one write, before deadline dl unless it is
+// zero. A failed write ends the transport and the writer (false).
+func (c *Conn) writeBatch(t *transport, batch [][]byte, dl time.Time) bool {
+	var err error
+	if dl.IsZero() {
+		err = t.ws.Write(true, batch...)
+	} else {
+		_ = t.ws.SetWriteDeadline(dl)
+		err = t.ws.Write(true, batch...)
+		_ = t.ws.SetWriteDeadline(time.Time{})
+	}
+	if err != nil {
+		t.cancel(fmt.Errorf("upstream: write: %w", err))
+		c.mu.Lock()
+		t.writing = false
+		c.mu.Unlock()
+		return false
+	}
+	c.lastSend.Store(c.mono())
+	clear(batch)
+	return true
 }
 
 // takeBatch takes what the writer should send next: the connection's own

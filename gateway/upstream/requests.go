@@ -351,6 +351,8 @@ func (c *Conn) SubmitWith(ctx context.Context, s arcp.Submit, opts SubmitOptions
 	if dl, ok := ctx.Deadline(); ok {
 		r.budget = dl.Sub(start)
 	}
+	r.inline = true
+	var w *transport
 	c.mu.Lock()
 	err = c.enqueueLocked(ctx, r, func() error {
 		if c.liveJobs+c.inflight >= c.cfg.MaxLiveJobs {
@@ -362,10 +364,14 @@ func (c *Conn) SubmitWith(ctx context.Context, s arcp.Submit, opts SubmitOptions
 		c.nextCID++
 		r.cid = c.nextCID
 		c.subs[r.cid] = r
+		w = c.claimWriterLocked()
 	}
 	c.mu.Unlock()
 	if err != nil {
 		return arcp.Accepted{}, err
+	}
+	if w != nil {
+		c.writeInline(ctx, w)
 	}
 	if err := c.await(ctx, r); err != nil {
 		return arcp.Accepted{}, err

@@ -8,6 +8,7 @@
 //	go run ./cmd/gateway-bench -short     # under a minute: 1 s points, 1k sessions, 100k tombstones
 //	go run ./cmd/gateway-bench -json      # the same figures as JSON (progress goes to stderr)
 //	go run ./cmd/gateway-bench -check     # exit 1 when any target is missed
+//	go run ./cmd/gateway-bench -summarize run*.json  # median and range of several -json runs
 //
 // # What is measured
 //
@@ -127,6 +128,13 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "gateway-bench:", err)
 		return 2
 	}
+	if o.summarize != nil {
+		if err := summarizeReports(stdout, o.summarize); err != nil {
+			fmt.Fprintln(stderr, "gateway-bench:", err)
+			return 1
+		}
+		return 0
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		fmt.Fprintln(stderr, "gateway-bench:", err)
@@ -202,6 +210,7 @@ func modeConfig(mode string) config {
 type flags struct {
 	cfg                  config
 	json, check, verbose bool
+	summarize            []string // with -summarize: the reports to summarize
 }
 
 // parseFlags reads the flags; zero values take the mode's defaults.
@@ -216,7 +225,9 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 		conc, perConn         int
 		tombs, icptOps        int
 		sessions              string
+		summary               bool
 	)
+	fs.BoolVar(&summary, "summarize", false, "instead of measuring, print the median and range of every figure of the -json reports named as arguments")
 	fs.BoolVar(&short, "short", false, "finish in under a minute: 1 s per point, 1k sessions, 100k tombstones")
 	fs.BoolVar(&o.json, "json", false, "print JSON instead of the table")
 	fs.BoolVar(&o.check, "check", false, "exit 1 when any target is missed")
@@ -234,6 +245,13 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&o.cfg.MemProfile, "memprofile", "", "write a heap profile with the most sessions open to `file`")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	if summary {
+		if fs.NArg() == 0 {
+			return nil, errors.New("-summarize needs the -json reports to summarize as arguments")
+		}
+		o.summarize = fs.Args()
+		return &o, nil
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))

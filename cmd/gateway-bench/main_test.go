@@ -295,3 +295,34 @@ func TestRuntimeChildListeners(t *testing.T) {
 		ws.CloseNow()
 	}
 }
+
+// TestSummarize: the median, range and count of runs that met each target.
+func TestSummarize(t *testing.T) {
+	dir := t.TempDir()
+	var paths []string
+	for i, v := range []float64{0.5, 2, 0.9} {
+		r := &report{Targets: []targetResult{atMost("a", "figure a", 1, v, "ratio")}}
+		r.RunJob.Serial.P50Ns = int64(1000 * (i + 1))
+		var b bytes.Buffer
+		if err := writeJSON(&b, r); err != nil {
+			t.Fatal(err)
+		}
+		p := fmt.Sprintf("%s/run%d.json", dir, i)
+		if err := os.WriteFile(p, b.Bytes(), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, p)
+	}
+	var out bytes.Buffer
+	if code := runMain(context.Background(), append([]string{"-summarize"}, paths...), &out, &out); code != 0 {
+		t.Fatalf("exit %d: %s", code, out.String())
+	}
+	for _, want := range []string{"figure a", "0.9", "0.5 – 2", "2 of 3", "met", "3 RunJob p50 at 1, µs", "2 ", "1 – 3"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, out.String())
+		}
+	}
+	if code := runMain(context.Background(), []string{"-summarize"}, &out, &out); code != 2 {
+		t.Errorf("-summarize without reports: exit %d, want 2", code)
+	}
+}

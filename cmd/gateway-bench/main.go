@@ -166,6 +166,9 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// gcMinHeapMiB is cmd/gateway's default --gc-min-heap-mib.
+const gcMinHeapMiB = 64
+
 // config is one run's settings.
 type config struct {
 	Mode string // full, short or smoke
@@ -177,7 +180,8 @@ type config struct {
 	WorkersPerConn       int
 	Sessions             []int // idle session counts of section 5, ascending
 	Tombstones           int
-	InterceptorOps       int // calls per round in section 8
+	InterceptorOps       int
+	GCMinHeapMiB         int // gateway/gctuner's least heap goal; 0 = Go's defaults // calls per round in section 8
 	CPUProfile           string
 	MemProfile           string
 	RuntimeCmd           []string  // the runtime child's command line
@@ -187,7 +191,7 @@ type config struct {
 
 // modeConfig returns the defaults of a mode.
 func modeConfig(mode string) config {
-	c := config{Mode: mode, Concurrency: 64, WorkersPerConn: 16}
+	c := config{Mode: mode, Concurrency: 64, WorkersPerConn: 16, GCMinHeapMiB: gcMinHeapMiB}
 	switch mode {
 	case "short":
 		c.Point, c.Warmup = bounds{time.Second, 2_000_000}, bounds{300 * time.Millisecond, 2_000_000}
@@ -226,6 +230,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 		tombs, icptOps        int
 		sessions              string
 		summary               bool
+		gcMin                 int
 	)
 	fs.BoolVar(&summary, "summarize", false, "instead of measuring, print the median and range of every figure of the -json reports named as arguments")
 	fs.BoolVar(&short, "short", false, "finish in under a minute: 1 s per point, 1k sessions, 100k tombstones")
@@ -241,6 +246,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&sessions, "sessions", "", "idle session counts of section 5, comma-separated (default 1000,10000,100000; 1000 with -short)")
 	fs.IntVar(&tombs, "tombstones", 0, "tombstone entries of section 7 (default 1000000, 100000 with -short)")
 	fs.IntVar(&icptOps, "interceptor-iterations", 0, "calls per round in section 8 (default 1000000, 200000 with -short)")
+	fs.IntVar(&gcMin, "gc-min-heap-mib", gcMinHeapMiB, "the garbage collector's least heap goal for this process, as cmd/gateway's --gc-min-heap-mib (0: Go's defaults)")
 	fs.StringVar(&o.cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the gateway sections (3-6) to `file`")
 	fs.StringVar(&o.cfg.MemProfile, "memprofile", "", "write a heap profile with the most sessions open to `file`")
 	if err := fs.Parse(args); err != nil {
@@ -262,6 +268,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	}
 	c := modeConfig(mode)
 	c.CPUProfile, c.MemProfile = o.cfg.CPUProfile, o.cfg.MemProfile
+	c.GCMinHeapMiB = gcMin
 	setIf(&c.Point.duration, duration)
 	setIf(&c.Warmup.duration, warmup)
 	setIf(&c.Point.maxCalls, maxCalls)
@@ -279,6 +286,9 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 			return nil, err
 		}
 		c.Sessions = list
+	}
+	if c.GCMinHeapMiB < 0 {
+		return nil, errors.New("-gc-min-heap-mib must be 0 (Go's defaults) or more")
 	}
 	if c.Concurrency < 1 || c.WorkersPerConn < 1 || c.Point.duration <= 0 || c.Warmup.duration <= 0 || c.Point.maxCalls < 1 ||
 		serialCalls < 0 || c.Tombstones < 1 || c.InterceptorOps < 1 {

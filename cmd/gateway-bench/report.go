@@ -47,7 +47,8 @@ type configInfo struct {
 	// hold (the open-file limit), and what was measured instead.
 	SessionsChanged []string `json:"sessions_changed,omitempty"`
 	Tombstones      int      `json:"tombstones"`
-	RuntimePID      int      `json:"runtime_pid"` // the reference runtime's child process
+	GCMinHeapMiB    int      `json:"gc_min_heap_mib"` // the garbage collector's least heap goal (0: Go's defaults)
+	RuntimePID      int      `json:"runtime_pid"`     // the reference runtime's child process
 }
 
 // serviceResult is a service's serial point (concurrency 1: the latency
@@ -207,6 +208,9 @@ func writeTable(w io.Writer, r *report) error {
 		fmt.Fprintf(w, "WARNING: other processes used up to %.0f%% of the machine's CPU during a point: these figures are unreliable\n", 100*r.MaxOtherCPU)
 	default:
 		fmt.Fprintf(w, "other processes used at most %.1f%% of the machine's CPU during any point\n", 100*r.MaxOtherCPU)
+	}
+	if c.GCMinHeapMiB > 0 {
+		fmt.Fprintf(w, "garbage collector of this process: least heap goal %d MiB (gateway/gctuner, cmd/gateway's default); the runtime child: Go's defaults\n", c.GCMinHeapMiB)
 	}
 	for _, s := range c.SessionsChanged {
 		fmt.Fprintf(w, "idle sessions: %s\n", s)

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+
+	"github.com/sessiongate/sessiongate/gateway/gctuner"
 )
 
 // run measures everything cfg asks for and returns the report. Whatever it
@@ -25,6 +27,14 @@ func run(ctx context.Context, cfg config) (*report, error) {
 	if cfg.GatewayLog == nil {
 		cfg.GatewayLog = io.Discard
 	}
+	// The garbage collector runs as in cmd/gateway (gateway/gctuner, the
+	// default minimum heap): every section of this process, baselines
+	// included, runs under it. The runtime child, a stand-in for a runtime
+	// the gateway does not own, keeps Go's defaults.
+	if cfg.GCMinHeapMiB > 0 {
+		tuner := gctuner.Start(uint64(cfg.GCMinHeapMiB) << 20)
+		defer tuner.Stop()
+	}
 	files := raiseFileLimit(wantFiles)
 	var left []string
 	cfg.Sessions, left = fitSessions(cfg.Sessions, files, cfg.Concurrency)
@@ -34,7 +44,7 @@ func run(ctx context.Context, cfg config) (*report, error) {
 	for _, l := range left {
 		fmt.Fprintln(cfg.Progress, "gateway-bench:", l)
 	}
-	rep := &report{Machine: currentMachine(files), Config: configInfo{SessionsChanged: left,
+	rep := &report{Machine: currentMachine(files), Config: configInfo{SessionsChanged: left, GCMinHeapMiB: cfg.GCMinHeapMiB,
 		Mode: cfg.Mode, PointSeconds: cfg.Point.duration.Seconds(), WarmupSeconds: cfg.Warmup.duration.Seconds(),
 		MaxCalls: cfg.Point.maxCalls, SerialCalls: cfg.Serial.maxCalls, SerialWarmup: cfg.SerialWarmup.maxCalls,
 		Concurrency: cfg.Concurrency, WorkersPerConn: cfg.WorkersPerConn,

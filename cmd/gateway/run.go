@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sessiongate/sessiongate/gateway/arcpruntime"
+	"github.com/sessiongate/sessiongate/gateway/gctuner"
 	"github.com/sessiongate/sessiongate/gateway/server"
 	"github.com/sessiongate/sessiongate/gateway/upstream"
 	"github.com/sessiongate/sessiongate/timeoutprofile"
@@ -36,6 +37,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
+	if o.gcMinHeapMiB < 0 {
+		return fmt.Errorf("--gc-min-heap-mib %d: want 0 (off) or more", o.gcMinHeapMiB)
+	}
+	tuner := gctuner.Start(uint64(o.gcMinHeapMiB) << 20)
+	defer tuner.Stop()
 	tp, stopTracing, err := setupTracing(ctx, o.otlpEndpoint, log) // otel.go
 	if err != nil {
 		return err

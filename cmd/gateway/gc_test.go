@@ -1,0 +1,28 @@
+package main
+
+import (
+	"context"
+	"io"
+	"strings"
+	"testing"
+)
+
+func TestGCMinHeapFlag(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	o, err := parseOptions(nil, env(nil), io.Discard)
+	if err != nil || o.gcMinHeapMiB != DefaultGCMinHeapMiB {
+		t.Fatalf("default: %d, %v; want %d", o.gcMinHeapMiB, err, DefaultGCMinHeapMiB)
+	}
+	o, err = parseOptions(nil, env(map[string]string{"SESSIONGATE_GC_MIN_HEAP_MIB": "0"}), io.Discard)
+	if err != nil || o.gcMinHeapMiB != 0 {
+		t.Fatalf("env 0: %d, %v", o.gcMinHeapMiB, err)
+	}
+	o, err = parseOptions([]string{"--gc-min-heap-mib", "256"}, env(map[string]string{"SESSIONGATE_GC_MIN_HEAP_MIB": "0"}), io.Discard)
+	if err != nil || o.gcMinHeapMiB != 256 {
+		t.Fatalf("flag over env: %d, %v", o.gcMinHeapMiB, err)
+	}
+	err = run(context.Background(), []string{"--gc-min-heap-mib", "-1"}, env(nil), io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "gc-min-heap-mib") {
+		t.Fatalf("--gc-min-heap-mib -1: %v", err)
+	}
+}

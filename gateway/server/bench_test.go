@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	sessiongatev1 "github.com/sessiongate/sessiongate/gen/sessiongate/v1"
@@ -114,4 +115,39 @@ func BenchmarkRunJobParallel(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkProbeVsHealth compares the status probe (BASIC view) with the
+// gateway's own grpc.health.v1 Check, on the same server and connection, 64
+// callers at a time: the difference is what the probe itself costs (its
+// handler, its larger messages, authentication and the cluster routing
+// interceptor, which health skips), apart from the transport and the
+// interceptors both run.
+func BenchmarkProbeVsHealth(b *testing.B) {
+	h, id := benchHarness(b)
+	status := &sessiongatev1.GetSessionStatusRequest{SessionId: id, View: sessiongatev1.SessionStatusView_SESSION_STATUS_VIEW_BASIC}
+	health := healthpb.NewHealthClient(h.conn)
+	for _, c := range []struct {
+		name string
+		call func(context.Context) error
+	}{
+		{"probe=status", func(ctx context.Context) error { _, err := h.client.GetSessionStatus(ctx, status); return err }},
+		{"probe=health", func(ctx context.Context) error {
+			_, err := health.Check(ctx, &healthpb.HealthCheckRequest{})
+			return err
+		}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetParallelism(max(64/runtime.GOMAXPROCS(0), 1))
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if err := c.call(context.Background()); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
 }

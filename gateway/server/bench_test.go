@@ -2,10 +2,14 @@ package server
 
 import (
 	"context"
+	"net"
 	"runtime"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -127,6 +131,7 @@ func BenchmarkProbeVsHealth(b *testing.B) {
 	h, id := benchHarness(b)
 	status := &sessiongatev1.GetSessionStatusRequest{SessionId: id, View: sessiongatev1.SessionStatusView_SESSION_STATUS_VIEW_BASIC}
 	health := healthpb.NewHealthClient(h.conn)
+	bare := bareHealth(b)
 	for _, c := range []struct {
 		name string
 		call func(context.Context) error
@@ -134,6 +139,10 @@ func BenchmarkProbeVsHealth(b *testing.B) {
 		{"probe=status", func(ctx context.Context) error { _, err := h.client.GetSessionStatus(ctx, status); return err }},
 		{"probe=health", func(ctx context.Context) error {
 			_, err := health.Check(ctx, &healthpb.HealthCheckRequest{})
+			return err
+		}},
+		{"probe=bare-health", func(ctx context.Context) error {
+			_, err := bare.Check(ctx, &healthpb.HealthCheckRequest{})
 			return err
 		}},
 	} {
@@ -150,4 +159,23 @@ func BenchmarkProbeVsHealth(b *testing.B) {
 			})
 		})
 	}
+}
+
+// bareHealth serves grpc.health.v1 on a grpc.Server with no options and no
+// interceptors, the floor a gateway call is compared with.
+func bareHealth(b *testing.B) healthpb.HealthClient {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := grpc.NewServer()
+	healthpb.RegisterHealthServer(s, health.NewServer())
+	go func() { _ = s.Serve(lis) }()
+	b.Cleanup(s.Stop)
+	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cc.Close() })
+	return healthpb.NewHealthClient(cc)
 }

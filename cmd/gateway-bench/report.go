@@ -227,15 +227,15 @@ func writeTable(w io.Writer, r *report) error {
 	addLat(fmt.Sprintf("6 gateway RunJob(echo), %d sessions", r.Scale.LiveSessions), r.Scale.Many)
 	blocks = append(blocks, lat)
 
-	thr := []string{fmt.Sprintf("THROUGHPUT, calls/s\tc=1\tc=%d\tp50 at %d\tp99 at %d\tCPU/call at %d\tconns",
+	thr := []string{fmt.Sprintf("THROUGHPUT, calls/s\tc=1\tCPU/call at 1\tc=%d\tCPU/call at %d\tp50 at %d\tp99 at %d\tconns",
 		c.Concurrency, c.Concurrency, c.Concurrency, c.Concurrency)}
 	addThr := func(name string, s *point, cp point) {
-		serial := "-"
+		serial, serialCPU := "-", "-"
 		if s != nil {
-			serial = fmt.Sprintf("%.0f", s.CallsPerSec)
+			serial, serialCPU = fmt.Sprintf("%.0f", s.CallsPerSec), us(s.CPUNsPerCall)
 		}
-		thr = append(thr, fmt.Sprintf("%s\t%s\t%.0f\t%s\t%s\t%s\t%d",
-			name, serial, cp.CallsPerSec, us(cp.P50Ns), us(cp.P99Ns), us(cp.CPUNsPerCall), cp.Conns))
+		thr = append(thr, fmt.Sprintf("%s\t%s\t%s\t%.0f\t%s\t%s\t%s\t%d",
+			name, serial, serialCPU, cp.CallsPerSec, us(cp.CPUNsPerCall), us(cp.P50Ns), us(cp.P99Ns), cp.Conns))
 	}
 	addThr("1 ARCP direct echo", &r.ARCP.Serial, r.ARCP.Concurrent)
 	addThr("2 gRPC no-op unary", &r.Noop.Serial, r.Noop.Concurrent)

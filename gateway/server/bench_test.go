@@ -179,3 +179,30 @@ func bareHealth(b *testing.B) healthpb.HealthClient {
 	b.Cleanup(func() { cc.Close() })
 	return healthpb.NewHealthClient(cc)
 }
+
+// BenchmarkClusterRunJob: RunJob(echo), one call at a time, on a session
+// owned by replica a, sent to a (local) and to b (forwarded to a); two
+// in-process replicas on a real redis-server. For profiles of the forwarding
+// hop (gateway-bench's section 9a has the figures).
+func BenchmarkClusterRunJob(b *testing.B) {
+	gws := startReplicas(b, 2, nil)
+	ctx := context.Background()
+	open, err := gws[0].OpenSession(ctx, &sessiongatev1.OpenSessionRequest{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := &sessiongatev1.RunJobRequest{SessionId: open.GetSessionId(), Agent: "echo", Input: mustValueTB(b, map[string]any{"hello": "world"})}
+	for _, c := range []struct {
+		name string
+		gw   sessiongatev1.SessionGatewayClient
+	}{{"via=local", gws[0]}, {"via=forwarded", gws[1]}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := c.gw.RunJob(ctx, req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

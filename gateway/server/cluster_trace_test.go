@@ -28,7 +28,7 @@ import (
 // startReplicas starts n in-process cluster replicas (instances gw-a, gw-b,
 // …) on a real redis-server and one reference runtime, with cfg applied to
 // each Config. Without redis-server the test is skipped, unless CI=true.
-func startReplicas(t *testing.T, n int, cfg func(*Config)) []sessiongatev1.SessionGatewayClient {
+func startReplicas(t testing.TB, n int, cfg func(*Config)) []sessiongatev1.SessionGatewayClient {
 	t.Helper()
 	ctx := ctxT(t, 20*time.Second)
 	rd, err := clustertest.StartRedis(ctx)

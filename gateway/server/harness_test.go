@@ -95,7 +95,7 @@ func newHarnessTB(t testing.TB, o harnessOpts) *harness {
 	return h
 }
 
-func ctxT(t *testing.T, d time.Duration) context.Context {
+func ctxT(t testing.TB, d time.Duration) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)

@@ -26,7 +26,8 @@
 //     the only one open; concurrent: one session per worker.
 //  4. Gateway GetSessionStatus (view BASIC, as a balancer probes) at the
 //     same concurrency, one session per worker, beside the no-op's
-//     throughput.
+//     throughput. It runs before 3's concurrent point, so that it does not
+//     carry the jobs that point leaves retained (sections.go says why).
 //  5. Memory per idle live session: runtime.MemStats of this process (the
 //     gateway, heap and stacks) before and after opening N sessions through
 //     OpenSession, every one READY, after GC: (HeapAlloc + StackInuse) delta

@@ -137,6 +137,22 @@ type jobQueue struct {
 }
 
 func (q *jobQueue) push(j *job) { q.q = append(q.q, j) }
+
+// dropLast removes j if it is the newest entry: a job forgotten right after
+// it finished (RunJob's) then leaves no record waiting for its retention
+// to end. Others stay until they expire.
+func (q *jobQueue) dropLast(j *job) {
+	n := len(q.q)
+	if n == q.head || q.q[n-1] != j {
+		return
+	}
+	q.q[n-1] = nil
+	q.q = q.q[:n-1]
+	q.empty = min(q.empty, len(q.q)-q.head)
+	if q.head == len(q.q) {
+		q.q, q.head, q.empty = q.q[:0], 0, 0
+	}
+}
 func (q *jobQueue) len() int    { return len(q.q) - q.head }
 func (q *jobQueue) peek() *job {
 	if q.head < len(q.q) {
@@ -393,6 +409,7 @@ func (c *Conn) Forget(jobID string) {
 		}
 	}
 	c.removeJobLocked(j)
+	c.finished.dropLast(j)
 	c.reserveRetainedLocked(time.Now())
 }
 

@@ -16,7 +16,7 @@ import (
 func TestPercent(t *testing.T) {
 	const mib = 1 << 20
 	for _, c := range []struct {
-		live, min uint64
+		live, min  uint64
 		base, want int
 	}{
 		{live: 2 * mib, min: 64 * mib, base: 100, want: 3100},  // goal 64 MiB

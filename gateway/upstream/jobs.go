@@ -153,7 +153,7 @@ func (q *jobQueue) dropLast(j *job) {
 		q.q, q.head, q.empty = q.q[:0], 0, 0
 	}
 }
-func (q *jobQueue) len() int    { return len(q.q) - q.head }
+func (q *jobQueue) len() int { return len(q.q) - q.head }
 func (q *jobQueue) peek() *job {
 	if q.head < len(q.q) {
 		return q.q[q.head]

@@ -243,10 +243,10 @@ func writeTable(w io.Writer, r *report) error {
 	addThr(fmt.Sprintf("4 gateway GetSessionStatus, %d sessions", r.Status.Concurrent.Sessions), nil, r.Status.Concurrent)
 	blocks = append(blocks, thr)
 
-	mem := []string{"5 MEMORY PER IDLE SESSION\theap_alloc+stack\theap_inuse+stack\tgoroutines\topened/s"}
+	mem := []string{"5 MEMORY PER IDLE SESSION\theap_alloc+stack\theap_inuse+stack\tgoroutines\topened/s\tCPU while idle"}
 	for _, mr := range r.Memory {
-		mem = append(mem, fmt.Sprintf("%d sessions\t%s\t%s\t%.2f\t%.0f", mr.Sessions, kib(mr.BytesPerSession), kib(mr.HeapInusePerSession),
-			mr.GoroutinesPerSession, mr.OpenPerSec))
+		mem = append(mem, fmt.Sprintf("%d sessions\t%s\t%s\t%.2f\t%.0f\t%.1f%% of a core", mr.Sessions, kib(mr.BytesPerSession), kib(mr.HeapInusePerSession),
+			mr.GoroutinesPerSession, mr.OpenPerSec, 100*mr.IdleCPU))
 	}
 	blocks = append(blocks, mem)
 

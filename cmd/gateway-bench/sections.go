@@ -132,8 +132,9 @@ func (b *bench) idleSessions(ctx context.Context, p50One int64) ([]memoryResult,
 			return nil, scaleResult{}, err
 		}
 		m := memoryDelta(before, settle(), n, n-opened, open)
+		m.IdleCPU = idleCPU(ctx)
 		opened = n
-		b.progress("5 %d idle sessions: %s per session (heap_alloc+stack), %.2f goroutines per session", n, kib(m.BytesPerSession), m.GoroutinesPerSession)
+		b.progress("5 %d idle sessions: %s per session (heap_alloc+stack), %.2f goroutines per session, %.1f%% of a core while idle", n, kib(m.BytesPerSession), m.GoroutinesPerSession, 100*m.IdleCPU)
 		mem = append(mem, m)
 	}
 	if err := writeHeapProfile(b.cfg.MemProfile); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -31,6 +32,31 @@ type memoryResult struct {
 	StackInuseDelta      int64   `json:"stack_inuse_delta"`
 	GoroutinesPerSession float64 `json:"goroutines_per_session"`
 	OpenPerSec           float64 `json:"open_per_sec"` // sessions opened per second (OpenSession, 32 at a time)
+	// IdleCPU is the CPU this process (the gateway) used while the sessions
+	// sat idle, as a share of one core, over idleWindow: heartbeats and
+	// timers. -1 when unknown.
+	IdleCPU float64 `json:"idle_cpu_of_one_core"`
+}
+
+// idleWindow is how long section 5 watches the idle sessions' CPU.
+const idleWindow = 2 * time.Second
+
+// idleCPU measures this process's CPU over idleWindow, as a share of one
+// core (-1 if /proc cannot be read).
+func idleCPU(ctx context.Context) float64 {
+	before, start := sampleCPU(os.Getpid()), time.Now()
+	t := time.NewTimer(idleWindow)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return -1
+	case <-t.C:
+	}
+	after := sampleCPU(os.Getpid())
+	if !before.ok || !after.ok {
+		return -1
+	}
+	return (after.ours - before.ours) / time.Since(start).Seconds()
 }
 
 // scaleResult is section 6: RunJob's serial p50 on a fresh session with

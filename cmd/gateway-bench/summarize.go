@@ -93,6 +93,12 @@ func summarizeReports(w io.Writer, paths []string) error {
 		{"4 GetSessionStatus calls/s at c", func(r *report) float64 { return r.Status.Concurrent.CallsPerSec }},
 		{"4 GetSessionStatus CPU/call at c, µs", func(r *report) float64 { return us(r.Status.Concurrent.CPUNsPerCall) }},
 		{"6 RunJob p50 at 1 with the most sessions open, µs", func(r *report) float64 { return us(r.Scale.P50ManyNs) }},
+		{"5 CPU while the most sessions sit idle, % of a core", func(r *report) float64 {
+			if len(r.Memory) == 0 {
+				return 0
+			}
+			return 100 * r.Memory[len(r.Memory)-1].IdleCPU
+		}},
 		{"throughput ratio from CPU/call (1 ÷ 3)", func(r *report) float64 { return r.CPURatios.Throughput }},
 		{"status ratio from CPU/call (2 ÷ 4)", func(r *report) float64 { return r.CPURatios.Status }},
 		{"9a local RunJob p50, µs", func(r *report) float64 { return us(r.Cluster.Local.P50Ns) }},

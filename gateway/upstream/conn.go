@@ -109,6 +109,8 @@ type Conn struct {
 	tombs        *tombstone.Store
 	lastAcked    uint64
 	ackWanted    bool // the writer should send an ack
+	houseIdle    bool // housekeeping runs at idleHousekeeping: the next state to look after kicks the supervisor
+	houseRuns    uint64 // housekeeping passes (tests)
 	ackPaused    bool // back-pressure: do not ack
 	pausedAt     time.Time
 	progressless int // consecutive gap/oversize drops without a new event
@@ -441,8 +443,19 @@ func (c *Conn) kickSupervisor() {
 	}
 }
 
+// busyLocked is called when the connection takes on state that housekeeping
+// must look after (a request, a tombstone, a held frame): an idle
+// connection's supervisor goes back to the short period.
+func (c *Conn) busyLocked() {
+	if c.houseIdle {
+		c.houseIdle = false
+		c.kickSupervisor()
+	}
+}
+
 // insertTombLocked records a tombstone and counts it.
 func (c *Conn) insertTombLocked(key string, ttl time.Duration, now time.Time) {
+	c.busyLocked()
 	if c.tombs.Insert(key, ttl, now) {
 		c.ctr.TombstoneOverflow.Add(1)
 	}

@@ -346,6 +346,7 @@ func (c *Conn) onSequencedLocked(t *transport, env *arcp.Envelope, size int) {
 		c.ctr.DuplicateEvents.Add(1)
 	case correlate.SeqHeld:
 		c.ctr.ReorderedEvents.Add(1)
+		c.busyLocked()
 	case correlate.SeqGap:
 		// A hole that does not close within the window: the session is
 		// broken. Drop the transport; the resume asks for everything

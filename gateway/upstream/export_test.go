@@ -119,3 +119,17 @@ func HeartbeatIntervalOf(ext string, sec int) time.Duration {
 	}
 	return heartbeatInterval(env, &arcp.Welcome{HeartbeatIntervalSec: sec})
 }
+
+// HousekeepingIdle reports whether housekeeping runs at the idle period.
+func (c *Conn) HousekeepingIdle() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.houseIdle
+}
+
+// HousekeepingRuns returns how many housekeeping passes have run.
+func (c *Conn) HousekeepingRuns() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.houseRuns
+}

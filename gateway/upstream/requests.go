@@ -245,6 +245,7 @@ func (c *Conn) enqueueLocked(ctx context.Context, r *request, check func() error
 		c.waitLocked(ctx, ch)
 	}
 	r.state = stateQueued
+	c.busyLocked()
 	c.out.push(r)
 	if r.kind == kindSubmit {
 		c.inflight++

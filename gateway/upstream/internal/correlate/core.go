@@ -756,6 +756,12 @@ func (c *Core) settleReconciliation() {
 	}
 }
 
+// Idle reports whether Tick has nothing to act on, now or later, until the
+// next event: no submit waiting, no trace tombstone to expire, no barrier.
+func (c *Core) Idle() bool {
+	return len(c.entries) == 0 && len(c.deadTrace) == 0 && !c.quarantine
+}
+
 // Tick lets time pass: expired trace tombstones go, a stalled FIFO drops the
 // transport, an unanswered barrier times out.
 func (c *Core) Tick(now time.Time) {

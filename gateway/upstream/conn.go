@@ -108,10 +108,10 @@ type Conn struct {
 	bufBytes     int64
 	tombs        *tombstone.Store
 	lastAcked    uint64
-	ackWanted    bool // the writer should send an ack
-	houseIdle    bool // housekeeping runs at idleHousekeeping: the next state to look after kicks the supervisor
+	ackWanted    bool   // the writer should send an ack
+	houseIdle    bool   // housekeeping runs at idleHousekeeping: the next state to look after kicks the supervisor
 	houseRuns    uint64 // housekeeping passes (tests)
-	ackPaused    bool // back-pressure: do not ack
+	ackPaused    bool   // back-pressure: do not ack
 	pausedAt     time.Time
 	progressless int // consecutive gap/oversize drops without a new event
 	lastDropSeq  uint64

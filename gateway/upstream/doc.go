@@ -23,7 +23,11 @@
 // two goroutines, not three. The supervisor waits for both before it starts
 // the next transport or returns. Nothing else starts goroutines: heartbeats,
 // acks, expiry and backoff are timers in the supervisor's select loop;
-// callers wait on channels.
+// callers wait on channels. Housekeeping (expiry, the correlation core's
+// clock) runs at a short period while there is anything for it to look
+// after and every idleHousekeeping otherwise; taking on such state
+// (busyLocked) wakes the supervisor back to the short period, so an idle
+// session costs a wake-up every few seconds, not every second.
 //
 // The WebSocket is gateway/wsclient's: its reader borrows a buffer only
 // while bytes are arriving, so a parked reader (an idle session) pins no

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	sessiongatev1 "github.com/sessiongate/sessiongate/gen/sessiongate/v1"
@@ -200,6 +201,55 @@ func BenchmarkClusterRunJob(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, err := c.gw.RunJob(ctx, req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkBareForwardHop is the floor of a forwarding hop: a bare grpc-go
+// service answering an empty message, called directly and through a second
+// bare service that forwards each call to it, one call at a time. Compare
+// its hop (forwarded − direct) with BenchmarkClusterRunJob's.
+func BenchmarkBareForwardHop(b *testing.B) {
+	serve := func(h func(ctx context.Context, in *emptypb.Empty) (*emptypb.Empty, error)) *grpc.ClientConn {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		s := grpc.NewServer()
+		s.RegisterService(&grpc.ServiceDesc{ServiceName: "bench.Hop", HandlerType: (*any)(nil), Methods: []grpc.MethodDesc{{
+			MethodName: "Call",
+			Handler: func(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+				in := new(emptypb.Empty)
+				if err := dec(in); err != nil {
+					return nil, err
+				}
+				return h(ctx, in)
+			}}}}, struct{}{})
+		go func() { _ = s.Serve(lis) }()
+		b.Cleanup(s.Stop)
+		cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { cc.Close() })
+		return cc
+	}
+	owner := serve(func(_ context.Context, in *emptypb.Empty) (*emptypb.Empty, error) { return in, nil })
+	forwarder := serve(func(ctx context.Context, in *emptypb.Empty) (*emptypb.Empty, error) {
+		out := new(emptypb.Empty)
+		return out, owner.Invoke(ctx, "/bench.Hop/Call", in, out)
+	})
+	for _, c := range []struct {
+		name string
+		cc   *grpc.ClientConn
+	}{{"via=direct", owner}, {"via=forwarded", forwarder}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := c.cc.Invoke(context.Background(), "/bench.Hop/Call", &emptypb.Empty{}, &emptypb.Empty{}); err != nil {
 					b.Fatal(err)
 				}
 			}

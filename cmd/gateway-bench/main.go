@@ -103,6 +103,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sessiongate/sessiongate/gateway/gctuner"
 )
 
 func main() {
@@ -167,9 +169,6 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// gcMinHeapMiB is cmd/gateway's default --gc-min-heap-mib.
-const gcMinHeapMiB = 64
-
 // config is one run's settings.
 type config struct {
 	Mode string // full, short or smoke
@@ -192,7 +191,7 @@ type config struct {
 
 // modeConfig returns the defaults of a mode.
 func modeConfig(mode string) config {
-	c := config{Mode: mode, Concurrency: 64, WorkersPerConn: 16, GCMinHeapMiB: gcMinHeapMiB}
+	c := config{Mode: mode, Concurrency: 64, WorkersPerConn: 16, GCMinHeapMiB: gctuner.DefaultMinHeapMiB}
 	switch mode {
 	case "short":
 		c.Point, c.Warmup = bounds{time.Second, 2_000_000}, bounds{300 * time.Millisecond, 2_000_000}
@@ -247,7 +246,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&sessions, "sessions", "", "idle session counts of section 5, comma-separated (default 1000,10000,100000; 1000 with -short)")
 	fs.IntVar(&tombs, "tombstones", 0, "tombstone entries of section 7 (default 1000000, 100000 with -short)")
 	fs.IntVar(&icptOps, "interceptor-iterations", 0, "calls per round in section 8 (default 1000000, 200000 with -short)")
-	fs.IntVar(&gcMin, "gc-min-heap-mib", gcMinHeapMiB, "the garbage collector's least heap goal for this process, as cmd/gateway's --gc-min-heap-mib (0: Go's defaults)")
+	fs.IntVar(&gcMin, "gc-min-heap-mib", gctuner.DefaultMinHeapMiB, "the garbage collector's least heap goal for this process, as cmd/gateway's --gc-min-heap-mib (0: Go's defaults)")
 	fs.StringVar(&o.cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the gateway sections (3-6) to `file`")
 	fs.StringVar(&o.cfg.MemProfile, "memprofile", "", "write a heap profile with the most sessions open to `file`")
 	if err := fs.Parse(args); err != nil {

@@ -10,14 +10,11 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/sessiongate/sessiongate/gateway/gctuner"
 )
 
 // options are the command's settings, from flags, else environment, else defaults.
-// DefaultGCMinHeapMiB is --gc-min-heap-mib's default (see gateway/gctuner):
-// under load a gateway's small live heap made the collector run hundreds of
-// times a second.
-const DefaultGCMinHeapMiB = 64
-
 type options struct {
 	listen, admin       string
 	runtimes            listFlag // name=ws://host:port/arcp
@@ -106,7 +103,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	num(&o.maxWatchersPerJob, "max-watchers-per-job", "SESSIONGATE_MAX_WATCHERS_PER_JOB", 16, "cap on WatchJob streams of one job")
 	num(&o.maxStreams, "max-concurrent-streams", "SESSIONGATE_MAX_CONCURRENT_STREAMS", 1024, "cap on concurrent calls per client connection (HTTP/2 streams)")
 	num(&o.streamWorkers, "stream-workers", "SESSIONGATE_STREAM_WORKERS", 0, "goroutines kept to run calls (0: 2 × GOMAXPROCS, -1: a new goroutine per call)")
-	num(&o.gcMinHeapMiB, "gc-min-heap-mib", "SESSIONGATE_GC_MIN_HEAP_MIB", DefaultGCMinHeapMiB, "least heap goal of the garbage collector, MiB: GOGC is raised while the live heap is small (0: GOGC alone; GOMEMLIMIT still applies)")
+	num(&o.gcMinHeapMiB, "gc-min-heap-mib", "SESSIONGATE_GC_MIN_HEAP_MIB", gctuner.DefaultMinHeapMiB, "least heap goal of the garbage collector, MiB: GOGC is raised while the live heap is small (0: GOGC alone; GOMEMLIMIT still applies)")
 	dur(&o.keepaliveTime, "keepalive-time", "SESSIONGATE_KEEPALIVE_TIME", 2*time.Minute, "ping a client connection idle this long")
 	dur(&o.keepaliveTimeout, "keepalive-timeout", "SESSIONGATE_KEEPALIVE_TIMEOUT", 20*time.Second, "close a connection whose ping is unanswered this long")
 	dur(&o.keepaliveMinTime, "keepalive-min-time", "SESSIONGATE_KEEPALIVE_MIN_TIME", 10*time.Second, "shortest client ping interval tolerated; faster pingers get GOAWAY too_many_pings")

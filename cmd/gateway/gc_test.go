@@ -5,13 +5,15 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/sessiongate/sessiongate/gateway/gctuner"
 )
 
 func TestGCMinHeapFlag(t *testing.T) {
 	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 	o, err := parseOptions(nil, env(nil), io.Discard)
-	if err != nil || o.gcMinHeapMiB != DefaultGCMinHeapMiB {
-		t.Fatalf("default: %d, %v; want %d", o.gcMinHeapMiB, err, DefaultGCMinHeapMiB)
+	if err != nil || o.gcMinHeapMiB != gctuner.DefaultMinHeapMiB {
+		t.Fatalf("default: %d, %v; want %d", o.gcMinHeapMiB, err, gctuner.DefaultMinHeapMiB)
 	}
 	o, err = parseOptions(nil, env(map[string]string{"SESSIONGATE_GC_MIN_HEAP_MIB": "0"}), io.Discard)
 	if err != nil || o.gcMinHeapMiB != 0 {

@@ -33,6 +33,10 @@ import (
 	"sync/atomic"
 )
 
+// DefaultMinHeapMiB is the least heap goal cmd/gateway uses unless told
+// otherwise (--gc-min-heap-mib), in MiB.
+const DefaultMinHeapMiB = 64
+
 // maxPercent bounds the GOGC the tuner sets (a tiny live heap would
 // otherwise ask for an absurd percentage).
 const maxPercent = 50_000

@@ -138,9 +138,9 @@ type jobQueue struct {
 
 func (q *jobQueue) push(j *job) { q.q = append(q.q, j) }
 
-// dropLast removes j if it is the newest entry: a job forgotten right after
-// it finished (RunJob's) then leaves no record waiting for its retention
-// to end. Others stay until they expire.
+// dropLast removes j if it is the newest entry: a job removed right after
+// it finished (RunJob's, by Forget) then leaves no record waiting for its
+// retention to end. Others stay until they expire.
 func (q *jobQueue) dropLast(j *job) {
 	n := len(q.q)
 	if n == q.head || q.q[n-1] != j {
@@ -194,6 +194,7 @@ func (c *Conn) removeJobLocked(j *job) {
 	c.releaseLogLocked(j)
 	j.removed = true
 	delete(c.jobs, j.id)
+	c.finished.dropLast(j)
 	c.core.Forget(j.id)
 	j.closeDoneLocked()
 	// The record may stay referenced (the finished queue, a watcher)
@@ -409,7 +410,6 @@ func (c *Conn) Forget(jobID string) {
 		}
 	}
 	c.removeJobLocked(j)
-	c.finished.dropLast(j)
 	c.reserveRetainedLocked(time.Now())
 }
 

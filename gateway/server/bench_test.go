@@ -162,15 +162,22 @@ func BenchmarkProbeVsHealth(b *testing.B) {
 	}
 }
 
-// bareHealth serves grpc.health.v1 on a grpc.Server with no options and no
-// interceptors, the floor a gateway call is compared with.
+// bareHealth serves grpc.health.v1 on a bare grpc.Server (bareServer), the
+// floor a gateway call is compared with.
 func bareHealth(b *testing.B) healthpb.HealthClient {
+	return healthpb.NewHealthClient(bareServer(b, func(s *grpc.Server) { healthpb.RegisterHealthServer(s, health.NewServer()) }))
+}
+
+// bareServer serves what register adds on a grpc.Server with no options
+// and no interceptors, on loopback, and returns a connection to it; both
+// end with the benchmark.
+func bareServer(b *testing.B, register func(*grpc.Server)) *grpc.ClientConn {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
 	s := grpc.NewServer()
-	healthpb.RegisterHealthServer(s, health.NewServer())
+	register(s)
 	go func() { _ = s.Serve(lis) }()
 	b.Cleanup(s.Stop)
 	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -178,7 +185,7 @@ func bareHealth(b *testing.B) healthpb.HealthClient {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { cc.Close() })
-	return healthpb.NewHealthClient(cc)
+	return cc
 }
 
 // BenchmarkClusterRunJob: RunJob(echo), one call at a time, on a session
@@ -214,28 +221,17 @@ func BenchmarkClusterRunJob(b *testing.B) {
 // its hop (forwarded − direct) with BenchmarkClusterRunJob's.
 func BenchmarkBareForwardHop(b *testing.B) {
 	serve := func(h func(ctx context.Context, in *emptypb.Empty) (*emptypb.Empty, error)) *grpc.ClientConn {
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			b.Fatal(err)
-		}
-		s := grpc.NewServer()
-		s.RegisterService(&grpc.ServiceDesc{ServiceName: "bench.Hop", HandlerType: (*any)(nil), Methods: []grpc.MethodDesc{{
-			MethodName: "Call",
-			Handler: func(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
-				in := new(emptypb.Empty)
-				if err := dec(in); err != nil {
-					return nil, err
-				}
-				return h(ctx, in)
-			}}}}, struct{}{})
-		go func() { _ = s.Serve(lis) }()
-		b.Cleanup(s.Stop)
-		cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { cc.Close() })
-		return cc
+		return bareServer(b, func(s *grpc.Server) {
+			s.RegisterService(&grpc.ServiceDesc{ServiceName: "bench.Hop", HandlerType: (*any)(nil), Methods: []grpc.MethodDesc{{
+				MethodName: "Call",
+				Handler: func(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+					in := new(emptypb.Empty)
+					if err := dec(in); err != nil {
+						return nil, err
+					}
+					return h(ctx, in)
+				}}}}, struct{}{})
+		})
 	}
 	owner := serve(func(_ context.Context, in *emptypb.Empty) (*emptypb.Empty, error) { return in, nil })
 	forwarder := serve(func(ctx context.Context, in *emptypb.Empty) (*emptypb.Empty, error) {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sessiongate/sessiongate/gateway/gctuner"
+	"github.com/sessiongate/sessiongate/gateway/server"
 )
 
 // options are the command's settings, from flags, else environment, else defaults.
@@ -32,6 +33,7 @@ type options struct {
 	maxRetainedCaller   int64
 	maxWatchersPerJob   int
 	maxStreams          int
+	windowBytes         int
 	streamWorkers       int
 	gcMinHeapMiB        int
 	keepaliveTime       time.Duration
@@ -102,6 +104,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	num64(&o.maxRetainedCaller, "max-retained-bytes-per-caller", "SESSIONGATE_MAX_RETAINED_BYTES_PER_CALLER", 256<<20, "cap on results and events held in memory for one caller")
 	num(&o.maxWatchersPerJob, "max-watchers-per-job", "SESSIONGATE_MAX_WATCHERS_PER_JOB", 16, "cap on WatchJob streams of one job")
 	num(&o.maxStreams, "max-concurrent-streams", "SESSIONGATE_MAX_CONCURRENT_STREAMS", 1024, "cap on concurrent calls per client connection (HTTP/2 streams)")
+	num(&o.windowBytes, "grpc-window-bytes", "SESSIONGATE_GRPC_WINDOW_BYTES", server.DefaultWindowBytes, "HTTP/2 flow-control window per stream and connection, client and peer connections (at least 65536; -1: grpc-go's dynamic window, which pings after every call on a quiet connection)")
 	num(&o.streamWorkers, "stream-workers", "SESSIONGATE_STREAM_WORKERS", 0, "goroutines kept to run calls (0: 2 × GOMAXPROCS, -1: a new goroutine per call)")
 	num(&o.gcMinHeapMiB, "gc-min-heap-mib", "SESSIONGATE_GC_MIN_HEAP_MIB", gctuner.DefaultMinHeapMiB, "least heap goal of the garbage collector, MiB: GOGC is raised while the live heap is small (0: GOGC alone; GOMEMLIMIT still applies)")
 	dur(&o.keepaliveTime, "keepalive-time", "SESSIONGATE_KEEPALIVE_TIME", 2*time.Minute, "ping a client connection idle this long")
@@ -172,6 +175,9 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		if c.v <= 0 {
 			return nil, fmt.Errorf("--%s %d: want a positive number", c.name, c.v)
 		}
+	}
+	if o.windowBytes >= 0 && (o.windowBytes < 64<<10 || o.windowBytes > 1<<30) {
+		return nil, fmt.Errorf("--grpc-window-bytes %d: want 65536 to %d, or -1 for the dynamic window", o.windowBytes, 1<<30)
 	}
 	if o.maxStreams > 1<<31 {
 		return nil, fmt.Errorf("--max-concurrent-streams %d: at most %d", o.maxStreams, 1<<31)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sessiongate/sessiongate/gateway/gctuner"
+	"github.com/sessiongate/sessiongate/gateway/server"
 )
 
 func TestGCMinHeapFlag(t *testing.T) {
@@ -26,5 +27,22 @@ func TestGCMinHeapFlag(t *testing.T) {
 	err = run(context.Background(), []string{"--gc-min-heap-mib", "-1"}, env(nil), io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "gc-min-heap-mib") {
 		t.Fatalf("--gc-min-heap-mib -1: %v", err)
+	}
+}
+
+func TestGRPCWindowFlag(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	o, err := parseOptions(nil, env(nil), io.Discard)
+	if err != nil || o.windowBytes != server.DefaultWindowBytes {
+		t.Fatalf("default: %d, %v; want %d", o.windowBytes, err, server.DefaultWindowBytes)
+	}
+	o, err = parseOptions([]string{"--grpc-window-bytes", "-1"}, env(map[string]string{"SESSIONGATE_GRPC_WINDOW_BYTES": "4194304"}), io.Discard)
+	if err != nil || o.windowBytes != -1 {
+		t.Fatalf("flag over env: %d, %v", o.windowBytes, err)
+	}
+	for _, bad := range []string{"1000", "0", "2147483647"} {
+		if _, err := parseOptions([]string{"--grpc-window-bytes", bad}, env(nil), io.Discard); err == nil || !strings.Contains(err.Error(), "--grpc-window-bytes "+bad) {
+			t.Errorf("--grpc-window-bytes %s: %v", bad, err)
+		}
 	}
 }

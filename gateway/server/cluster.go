@@ -70,6 +70,7 @@ type ClusterConfig struct {
 	PeerDialOptions []grpc.DialOption
 
 	tracer trace.TracerProvider // Config.TracerProvider (set by New)
+	window int32                // Config.WindowBytes (set by New)
 }
 
 func (c *ClusterConfig) setDefaults() {
@@ -676,6 +677,7 @@ func (c *clusterState) peer(addr string) (*grpc.ClientConn, error) {
 			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
 			MinConnectTimeout: 2 * time.Second,
 		}))
+	opts = append(opts, peerWindowOptions(c.cfg.window)...)
 	if tp := c.cfg.tracer; tp != nil {
 		// A forwarded call continues the forwarder's trace: a client span
 		// here, its traceparent the parent of the owner's server span.

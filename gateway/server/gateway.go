@@ -89,6 +89,17 @@ type Config struct {
 	// MaxConcurrentStreams caps the concurrent gRPC streams (calls) of one
 	// client connection (default 1,024); further calls queue in the client.
 	MaxConcurrentStreams uint32
+	// WindowBytes is the HTTP/2 flow-control window, per stream and per
+	// connection, that the gateway grants on its server connections and on
+	// its connections to peer replicas (default DefaultWindowBytes, 1 MiB;
+	// at least 64 KiB). Negative: grpc-go's dynamic window, which starts at
+	// 64 KiB and grows by bandwidth-delay estimation — a PING and its ack
+	// after every data frame received while none is outstanding, that is
+	// after every call on a connection with one call at a time, on the
+	// critical path of a forwarded call (BenchmarkClusterRunJob: see the
+	// commit that added this field). A fixed window is what a sidecar on a
+	// local link needs; one on a long, fast link may want the dynamic one.
+	WindowBytes int32
 	// Keepalive: the server pings a connection idle for KeepaliveTime
 	// (default 2 min) and closes it when no answer comes within
 	// KeepaliveTimeout (default 20 s). A client that pings more often than
@@ -128,6 +139,7 @@ const (
 	DefaultMaxRetainedBytesPerCaller = 256 << 20
 	DefaultMaxWatchersPerJob         = 16
 	DefaultMaxConcurrentStreams      = 1024
+	DefaultWindowBytes               = 1 << 20
 	DefaultKeepaliveTime             = 2 * time.Minute
 	DefaultKeepaliveTimeout          = 20 * time.Second
 	DefaultKeepaliveMinTime          = 10 * time.Second
@@ -161,6 +173,9 @@ func (c *Config) setDefaults() {
 	if c.MaxConcurrentStreams == 0 {
 		c.MaxConcurrentStreams = DefaultMaxConcurrentStreams
 	}
+	if c.WindowBytes == 0 {
+		c.WindowBytes = DefaultWindowBytes
+	}
 	dur := func(p *time.Duration, v time.Duration) {
 		if *p == 0 {
 			*p = v
@@ -184,6 +199,9 @@ func (c *Config) validate() error {
 	}
 	if c.KeepaliveTime < 0 || c.KeepaliveTimeout < 0 || c.KeepaliveMinTime < 0 {
 		errs = append(errs, errors.New("keepalive durations must not be negative"))
+	}
+	if c.WindowBytes > 0 && c.WindowBytes < minWindowBytes {
+		errs = append(errs, fmt.Errorf("window bytes %d: want at least %d (HTTP/2's initial window), or negative for the dynamic window", c.WindowBytes, minWindowBytes))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("gateway: invalid config: %w", errors.Join(errs...))
@@ -303,6 +321,7 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.Cluster != nil {
 		cc := *cfg.Cluster
 		cc.tracer = cfg.TracerProvider
+		cc.window = cfg.WindowBytes
 		cc.setDefaults()
 		if err := cc.validate(); err != nil {
 			return nil, fmt.Errorf("gateway: %w", err)
@@ -354,7 +373,7 @@ func New(cfg Config) (*Gateway, error) {
 		selector.StreamServerInterceptor(enforcer.StreamServerInterceptor(), selector.MatchFunc(profiled)),
 		selector.StreamServerInterceptor(g.endAtShutdown, selector.MatchFunc(unprofiled)))
 
-	g.grpc = grpc.NewServer(append(tracingOptions(cfg.TracerProvider),
+	g.grpc = grpc.NewServer(append(append(tracingOptions(cfg.TracerProvider), windowOptions(cfg.WindowBytes)...),
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
 		grpc.MaxRecvMsgSize(cfg.MaxInputBytes+(1<<20)),
@@ -551,6 +570,25 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 		drainErr = fmt.Errorf("gateway: closing upstream sessions: %w", drainErr)
 	}
 	return errors.Join(hard, drainErr)
+}
+
+// minWindowBytes is HTTP/2's initial window: grpc-go ignores a smaller one.
+const minWindowBytes = 64 << 10
+
+// windowOptions are the server options of Config.WindowBytes.
+func windowOptions(n int32) []grpc.ServerOption {
+	if n <= 0 {
+		return nil
+	}
+	return []grpc.ServerOption{grpc.InitialWindowSize(n), grpc.InitialConnWindowSize(n)}
+}
+
+// peerWindowOptions are windowOptions for a connection to a peer.
+func peerWindowOptions(n int32) []grpc.DialOption {
+	if n <= 0 {
+		return nil
+	}
+	return []grpc.DialOption{grpc.WithInitialWindowSize(n), grpc.WithInitialConnWindowSize(n)}
 }
 
 // streamWorkers is the NumStreamWorkers option for n (see Config).

@@ -134,10 +134,8 @@ func (b *bench) clusterForward(ctx context.Context, r *clusterResult) (err error
 			return []callFunc{runJobCaller(cc, id)}, func() error { return closeSession(ctx, ccA[0], id) }, nil
 		}
 	}
-	if r.Local, err = b.measure(ctx, pointSpec{name: "9a cluster RunJob, local", serial: true, conns: 1, sessions: 1, work: through(ccA[0])}); err != nil {
-		return err
-	}
-	if r.Forwarded, err = b.measure(ctx, pointSpec{name: "9a cluster RunJob, forwarded", serial: true, conns: 1, sessions: 1, work: through(ccB[0])}); err != nil {
+	// Interleaved, call by call, each on a fresh session: see runPairSerial.
+	if r.Local, r.Forwarded, err = b.measurePair(ctx, "9a cluster RunJob, local and forwarded", through(ccA[0]), through(ccB[0])); err != nil {
 		return err
 	}
 	r.ForwardRatio = float64(r.Forwarded.P50Ns) / float64(r.Local.P50Ns)

@@ -177,3 +177,55 @@ func closeConns(conns []*grpc.ClientConn) {
 func connsFor(concurrency, workersPerConn, available int) int {
 	return min(max((concurrency+workersPerConn-1)/workersPerConn, 1), available)
 }
+
+// runPairSerial calls a and b alternately, one call at a time, until b is
+// reached (maxCalls counts the calls of each), timing each side on its own:
+// two serial points taken over the same stretch of time, so that a machine
+// whose speed drifts (CPU steal, frequency) moves both alike and their
+// ratio keeps only what differs between them. Which of the two goes first
+// swaps every round. Each point's Seconds is the sum of its calls' times.
+func runPairSerial(ctx context.Context, a, b callFunc, bnd bounds) (pa, pb point, err error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	watchdog := time.AfterFunc(bnd.duration+callGrace, func() {
+		cancel(fmt.Errorf("a call still ran %v after the point's %v", callGrace, bnd.duration))
+	})
+	defer watchdog.Stop()
+	n := min(bnd.maxCalls, 1<<16)
+	ta, tb := make([]time.Duration, 0, n), make([]time.Duration, 0, n)
+	deadline := time.Now().Add(bnd.duration)
+	one := func(call callFunc, into *[]time.Duration) error {
+		t0 := time.Now()
+		if err := call(ctx); err != nil {
+			if cause := context.Cause(ctx); cause != nil {
+				err = errors.Join(err, cause)
+			}
+			return err
+		}
+		*into = append(*into, time.Since(t0))
+		return nil
+	}
+	for i := 0; i < bnd.maxCalls && time.Now().Before(deadline); i++ {
+		first, second := a, b
+		firstT, secondT := &ta, &tb
+		if i%2 == 1 {
+			first, second, firstT, secondT = b, a, &tb, &ta
+		}
+		if err := one(first, firstT); err != nil {
+			return pa, pb, err
+		}
+		if err := one(second, secondT); err != nil {
+			return pa, pb, err
+		}
+	}
+	if len(ta) == 0 || len(tb) == 0 {
+		return pa, pb, errors.New("no call completed")
+	}
+	sum := func(ts []time.Duration) (s time.Duration) {
+		for _, t := range ts {
+			s += t
+		}
+		return s
+	}
+	return summarize(ta, 1, sum(ta)), summarize(tb, 1, sum(tb)), nil
+}

@@ -19,7 +19,8 @@
 //     connection per session.
 //  2. gRPC no-op: a bare grpc.Server (no options, no interceptors) with a
 //     hand-written service bench.v1.Noop/Call taking and returning
-//     google.protobuf.Empty, called with ClientConn.Invoke.
+//     google.protobuf.Empty, called with ClientConn.Invoke. Its
+//     concurrent point runs right before 4's, of which it is the baseline.
 //  3. Gateway RunJob(echo): the production gateway (server.New, which
 //     installs the whole interceptor chain, timeout profiles included, with
 //     cmd/gateway's settings) over the same runtime. Serial: one session,
@@ -47,8 +48,9 @@
 //     handler: ns/op and allocs/op, with and without a caller deadline.
 //  9. The cluster (cluster.go; needs redis-server, else skipped with the
 //     reason printed, failed under CI=true): 9a, forwarded ÷ local RunJob
-//     p50 with two in-process replicas on a real redis-server (runs after
-//     section 4, inside -cpuprofile); 9b, with three real replicas (built
+//     p50 with two in-process replicas on a real redis-server, the two
+//     measured interleaved, call by call, each on a fresh session (runs
+//     after section 4, inside -cpuprofile); 9b, with three real replicas (built
 //     from cmd/gateway, run by gateway/cluster/clustertest, lease TTL 1 s)
 //     after everything else: SIGKILL of a session's owner mid-stream → first
 //     successful call through another replica, the watched job's events

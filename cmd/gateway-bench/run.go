@@ -254,6 +254,55 @@ func (b *bench) measure(ctx context.Context, s pointSpec) (point, error) {
 	return best, nil
 }
 
+// measurePair measures two serial points at once, interleaved call by
+// call (runPairSerial), each on the callers its workload prepares (one
+// each), with measure's warm-up and its retries of a disturbed attempt.
+func (b *bench) measurePair(ctx context.Context, name string, wa, wb workload) (pa, pb point, err error) {
+	var bestOther float64
+	for attempt := range busyAttempts {
+		a, bb, other, err := b.attemptPair(ctx, wa, wb)
+		if err != nil {
+			return point{}, point{}, fmt.Errorf("%s: %w", name, err)
+		}
+		b.progress("%-30s p50 %s and %s interleaved (%d + %d calls, other CPU %.0f%%)", name, us(a.P50Ns), us(bb.P50Ns), a.Calls, bb.Calls, 100*other)
+		if attempt == 0 || other < bestOther {
+			pa, pb, bestOther = a, bb, other
+		}
+		if bestOther <= busyMachine {
+			break
+		}
+	}
+	return pa, pb, nil
+}
+
+func (b *bench) attemptPair(ctx context.Context, wa, wb workload) (pa, pb point, other float64, err error) {
+	ca, ra, err := wa(ctx)
+	if err != nil {
+		return pa, pb, 0, err
+	}
+	defer func() { err = errors.Join(err, ra()) }()
+	cb, rb, err := wb(ctx)
+	if err != nil {
+		return pa, pb, 0, err
+	}
+	defer func() { err = errors.Join(err, rb()) }()
+	if len(ca) != 1 || len(cb) != 1 {
+		return pa, pb, 0, errors.New("an interleaved pair needs one caller on each side")
+	}
+	if _, _, err := runPairSerial(ctx, ca[0], cb[0], b.cfg.SerialWarmup); err != nil {
+		return pa, pb, 0, fmt.Errorf("warm-up: %w", err)
+	}
+	pids := []int{os.Getpid(), b.rt.PID()}
+	before, start := sampleCPU(pids...), time.Now()
+	if pa, pb, err = runPairSerial(ctx, ca[0], cb[0], b.cfg.Serial); err != nil {
+		return pa, pb, 0, err
+	}
+	other = otherCPU(before, sampleCPU(pids...), time.Since(start))
+	pa.OtherCPU, pb.OtherCPU = other, other
+	pa.Conns, pb.Conns, pa.Sessions, pb.Sessions = 1, 1, 1, 1
+	return pa, pb, other, nil
+}
+
 // attempt is one try at a point.
 func (b *bench) attempt(ctx context.Context, s pointSpec, warm, bnd bounds) (pt point, err error) {
 	calls, release, err := s.work(ctx)

@@ -78,22 +78,26 @@ func forwardedFrom(ctx context.Context) string {
 func (g *Gateway) authFunc(ctx context.Context) (context.Context, error) {
 	// Three lookups, not FromIncomingContext, which copies all of the
 	// metadata on every call.
-	if metadata.ValueFromIncomingContext(ctx, mdForwardedBy) == nil && metadata.ValueFromIncomingContext(ctx, mdForwardCaller) == nil &&
-		metadata.ValueFromIncomingContext(ctx, mdForwardAuth) == nil {
+	by, caller, auth := metadata.ValueFromIncomingContext(ctx, mdForwardedBy), metadata.ValueFromIncomingContext(ctx, mdForwardCaller),
+		metadata.ValueFromIncomingContext(ctx, mdForwardAuth)
+	if by == nil && caller == nil && auth == nil {
 		return g.ids.authFunc(ctx)
 	}
-	md, _ := metadata.FromIncomingContext(ctx)
 	if g.cluster == nil {
 		return nil, status.Error(codes.Unauthenticated, "forwarding metadata (x-sessiongate-forward*) is accepted only from cluster peers")
 	}
-	caller, from, err := g.cluster.verify(ctx, md)
+	method, _ := grpc.Method(ctx)
+	from, err := g.cluster.verify(hop{by: by, caller: caller, auth: auth}, method, time.Now())
 	if err != nil {
 		g.cluster.m.forgedForwards.Inc()
 		return nil, status.Error(codes.Unauthenticated, "forwarding metadata refused: "+err.Error())
 	}
-	ctx = context.WithValue(ctx, callerKey{}, caller)
+	ctx = context.WithValue(ctx, callerKey{}, caller[0])
 	return context.WithValue(ctx, forwardedKey{}, from), nil
 }
+
+// hop is the forwarding metadata of a call, each key's values.
+type hop struct{ by, caller, auth []string }
 
 func (c *clusterState) mac(from, caller, method, ts string) []byte {
 	h := hmac.New(sha256.New, c.secret)
@@ -121,7 +125,7 @@ type signature struct {
 type signatures struct {
 	mu       sync.Mutex
 	made     map[signKey]signature // guarded by mu
-	verified map[string]time.Time  // guarded by mu; by from, caller, method and auth
+	verified map[verifiedKey]time.Time // guarded by mu
 }
 
 // sign returns x-sessiongate-forward-auth for a call of caller to method.
@@ -144,61 +148,65 @@ func (c *clusterState) sign(caller, method string, now time.Time) string {
 	return auth
 }
 
-func (c *clusterState) verify(ctx context.Context, md metadata.MD) (caller, from string, err error) {
-	one := func(k string) string {
-		if v := md.Get(k); len(v) == 1 {
+// verifiedKey is a verified signature: by whom, for whom, for which
+// method, and the signature itself.
+type verifiedKey struct{ from, caller, method, auth string }
+
+// verify checks the forwarding metadata h of a call of method and returns
+// the forwarding peer; the caller is h.caller[0].
+func (c *clusterState) verify(h hop, method string, now time.Time) (from string, err error) {
+	one := func(v []string) string {
+		if len(v) == 1 {
 			return v[0]
 		}
 		return ""
 	}
-	from, caller = one(mdForwardedBy), one(mdForwardCaller)
-	auth := one(mdForwardAuth)
+	from, caller, auth := one(h.by), one(h.caller), one(h.auth)
 	ts, sig, _ := strings.Cut(auth, ".")
-	method, _ := grpc.Method(ctx)
 	if from == "" || caller == "" || ts == "" || sig == "" {
-		return "", "", errors.New("incomplete")
+		return "", errors.New("incomplete")
 	}
 	ms, err := strconv.ParseInt(ts, 10, 64)
 	if err != nil {
-		return "", "", errors.New("bad timestamp")
+		return "", errors.New("bad timestamp")
 	}
-	now := time.Now()
 	if d := now.Sub(time.UnixMilli(ms)); d > forwardSkew || d < -forwardSkew {
-		return "", "", errors.New("signature too old")
+		return "", errors.New("signature too old")
 	}
-	key := from + "\x00" + caller + "\x00" + method + "\x00" + auth
+	key := verifiedKey{from, caller, method, auth}
 	c.sigs.mu.Lock()
 	at, ok := c.sigs.verified[key]
 	c.sigs.mu.Unlock()
 	if ok && now.Sub(at) < signatureReuse {
-		return caller, from, nil
+		return from, nil
 	}
 	raw, err := hex.DecodeString(sig)
 	if err != nil || !hmac.Equal(raw, c.mac(from, caller, method, ts)) {
-		return "", "", errors.New("bad signature")
+		return "", errors.New("bad signature")
 	}
 	c.sigs.mu.Lock()
 	if c.sigs.verified == nil || len(c.sigs.verified) >= maxSignatures {
-		c.sigs.verified = make(map[string]time.Time)
+		c.sigs.verified = make(map[verifiedKey]time.Time)
 	}
 	c.sigs.verified[key] = now
 	c.sigs.mu.Unlock()
-	return caller, from, nil
+	return from, nil
 }
 
 // outgoing is the metadata of a forwarded call: the caller's own metadata
 // (x-timeout-ms, x-sessiongate-session, …; the deadline travels as
 // grpc-timeout) without its credentials, plus the hop headers.
 func (c *clusterState) outgoing(ctx context.Context, method, caller string) context.Context {
-	in, _ := metadata.FromIncomingContext(ctx)
-	out := make(metadata.MD, len(in)+3)
-	for k, v := range in {
+	out, _ := metadata.FromIncomingContext(ctx) // a copy: ours to edit
+	for k := range out {
 		switch {
 		case k == "authorization", k == "te", k == "content-type", k == "user-agent", strings.HasPrefix(k, ":"),
 			strings.HasPrefix(k, "grpc-"), strings.HasPrefix(k, "x-sessiongate-forward"):
-			continue
+			delete(out, k)
 		}
-		out[k] = v
+	}
+	if out == nil {
+		out = make(metadata.MD, 3)
 	}
 	out[mdForwardedBy] = []string{c.self}
 	out[mdForwardCaller] = []string{caller}
@@ -540,30 +548,28 @@ func (c *clusterState) forwardUnary(ctx context.Context, method string, mi *meth
 		return nil, false, status.Errorf(codes.Unavailable, "cannot reach session owner %s at %s: %v", owner, addr, err)
 	}
 	reply := mi.out.New().Interface()
-	var hdr, trl metadata.MD
+	// The owner sets the same hints in its header and its trailer (see
+	// clusterUnary); the trailer comes with every answer, an error too.
+	var trl metadata.MD
 	caller := callerFrom(ctx)
-	err = cc.Invoke(c.outgoing(ctx, method, caller), method, req, reply, grpc.Header(&hdr), grpc.Trailer(&trl))
+	err = cc.Invoke(c.outgoing(ctx, method, caller), method, req, reply, grpc.Trailer(&trl))
 	if notSent(cc, err) && redial(ctx, cc) {
 		// The call never left (the peer connection was in backoff, e.g.
 		// after the owner restarted) and the peer is back: once more.
-		hdr, trl = nil, nil
-		err = cc.Invoke(c.outgoing(ctx, method, caller), method, req, reply, grpc.Header(&hdr), grpc.Trailer(&trl))
+		trl = nil
+		err = cc.Invoke(c.outgoing(ctx, method, caller), method, req, reply, grpc.Trailer(&trl))
 	}
 	c.m.forwardSeconds.Observe(time.Since(start).Seconds())
 	c.m.forwards.WithLabelValues(method, status.Code(err).String()).Inc()
-	if retry = c.forwardOutcome(id, owner, err, attempt, hdr, trl); retry {
+	if retry = c.forwardOutcome(id, owner, err, attempt, trl); retry {
 		return nil, true, c.peerError(err, owner, addr)
 	}
-	h := ownerHints(hdr)
+	h := ownerHints(trl)
 	if len(h) == 0 {
 		h = c.hints(owner, addr)
 	}
 	h.Set(MetadataServedBy, c.self)
 	_ = grpc.SetHeader(ctx, h)
-	if t := ownerHints(trl); len(t) > 0 {
-		h = t
-	}
-	h.Set(MetadataServedBy, c.self)
 	_ = grpc.SetTrailer(ctx, h)
 	if err != nil {
 		return nil, false, c.peerError(err, owner, addr)

@@ -124,7 +124,7 @@ type signature struct {
 // signatures caches signing and verification of the forwarding header.
 type signatures struct {
 	mu       sync.Mutex
-	made     map[signKey]signature // guarded by mu
+	made     map[signKey]signature     // guarded by mu
 	verified map[verifiedKey]time.Time // guarded by mu
 }
 

@@ -14,7 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
@@ -334,8 +333,8 @@ func New(cfg Config) (*Gateway, error) {
 		g.svc.cluster = g.cluster
 	}
 
-	srvMetrics := grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram())
-	if err := cfg.Registry.Register(srvMetrics); err != nil {
+	srvMetrics := newGRPCMetrics()
+	if err := srvMetrics.register(cfg.Registry); err != nil {
 		return nil, fmt.Errorf("gateway: register gRPC metrics: %w", err)
 	}
 	if err := registerGatewayMetrics(cfg.Registry, table, names, counters, liveJobs, retained); err != nil {
@@ -346,19 +345,20 @@ func New(cfg Config) (*Gateway, error) {
 		healthpb.Health_Check_FullMethodName:                         true,
 		healthpb.Health_Watch_FullMethodName:                         true,
 	}}
-	recoveryOpt := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
+	recovered := func(ctx context.Context, p any) error {
 		cfg.Logger.ErrorContext(ctx, "panic in handler", "panic", p, "stack", string(debug.Stack()))
 		return status.Error(codes.Internal, "internal error")
-	})
+	}
+	recoveryOpt := recovery.WithRecoveryHandlerContext(recovered)
 	unary := []grpc.UnaryServerInterceptor{
-		srvMetrics.UnaryServerInterceptor(),
+		srvMetrics.unary,
 		access.unary,
 		recovery.UnaryServerInterceptor(recoveryOpt),
 		selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(g.authFunc), selector.MatchFunc(authenticated)),
 		g.clusterUnary,
 	}
 	stream := []grpc.StreamServerInterceptor{
-		srvMetrics.StreamServerInterceptor(),
+		srvMetrics.stream,
 		access.stream,
 		recovery.StreamServerInterceptor(recoveryOpt),
 		selector.StreamServerInterceptor(auth.StreamServerInterceptor(g.authFunc), selector.MatchFunc(authenticated)),
@@ -369,12 +369,13 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, err
 	}
 	unary = append(unary, selector.UnaryServerInterceptor(enforcer.UnaryServerInterceptor(), selector.MatchFunc(profiled)))
+	entry := &unaryEntry{chain: unaryChain(unary...), auth: g.authFunc, enforce: enforcer.UnaryServerInterceptor(), recovered: recovered}
 	stream = append(stream,
 		selector.StreamServerInterceptor(enforcer.StreamServerInterceptor(), selector.MatchFunc(profiled)),
 		selector.StreamServerInterceptor(g.endAtShutdown, selector.MatchFunc(unprofiled)))
 
 	g.grpc = grpc.NewServer(append(append(tracingOptions(cfg.TracerProvider), windowOptions(cfg.WindowBytes)...),
-		grpc.ChainUnaryInterceptor(unary...),
+		grpc.UnaryInterceptor(entry.intercept),
 		grpc.ChainStreamInterceptor(stream...),
 		grpc.MaxRecvMsgSize(cfg.MaxInputBytes+(1<<20)),
 		grpc.MaxSendMsgSize(32<<20),
@@ -391,7 +392,8 @@ func New(cfg Config) (*Gateway, error) {
 		g.health.SetServingStatus(svc, healthpb.HealthCheckResponse_SERVING)
 	}
 	reflection.Register(g.grpc)
-	srvMetrics.InitializeMetrics(g.grpc)
+	srvMetrics.init(g.grpc.GetServiceInfo())
+	entry.probe = srvMetrics.method(sessiongatev1.SessionGateway_GetSessionStatus_FullMethodName, false, false)
 	g.admin = g.adminHandler(cfg.Registry)
 	return g, nil
 }

@@ -114,6 +114,7 @@ type clusterState struct {
 	dir      *directory.Directory
 	self     string
 	secret   []byte
+	codec    codec // of forwarded unary calls: the reply as raw bytes
 	table    *session.Table[*upstream.Conn]
 	runtimes map[string]Runtime
 	tmpl     upstream.Config
@@ -174,7 +175,7 @@ func newClusterState(cfg ClusterConfig, self string, table *session.Table[*upstr
 		tmpl: tmpl, features: features, retained: retained, log: log.With("component", "cluster"), m: m,
 		peers: make(map[string]*grpc.ClientConn), owned: make(map[string]*owned),
 		pending: make(map[*upstream.Conn]*owned), flights: make(map[string]*takeoverFlight),
-		owners: cluster.NewOwnerCache(cfg.OwnerCacheTTL, 0),
+		owners: cluster.NewOwnerCache(cfg.OwnerCacheTTL, 0), codec: newCodec(),
 	}
 	c.healthy.Store(true)
 	c.ctx, c.cancel = context.WithCancel(context.Background())

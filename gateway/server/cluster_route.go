@@ -547,17 +547,18 @@ func (c *clusterState) forwardUnary(ctx context.Context, method string, mi *meth
 		c.owners.Forget(id)
 		return nil, false, status.Errorf(codes.Unavailable, "cannot reach session owner %s at %s: %v", owner, addr, err)
 	}
-	reply := mi.out.New().Interface()
+	// The owner's answer is passed on as it came (rawMessage).
+	reply := &rawMessage{}
 	// The owner sets the same hints in its header and its trailer (see
 	// clusterUnary); the trailer comes with every answer, an error too.
 	var trl metadata.MD
 	caller := callerFrom(ctx)
-	err = cc.Invoke(c.outgoing(ctx, method, caller), method, req, reply, grpc.Trailer(&trl))
+	err = cc.Invoke(c.outgoing(ctx, method, caller), method, req, reply, grpc.Trailer(&trl), grpc.ForceCodecV2(c.codec))
 	if notSent(cc, err) && redial(ctx, cc) {
 		// The call never left (the peer connection was in backoff, e.g.
 		// after the owner restarted) and the peer is back: once more.
 		trl = nil
-		err = cc.Invoke(c.outgoing(ctx, method, caller), method, req, reply, grpc.Trailer(&trl))
+		err = cc.Invoke(c.outgoing(ctx, method, caller), method, req, reply, grpc.Trailer(&trl), grpc.ForceCodecV2(c.codec))
 	}
 	c.m.forwardSeconds.Observe(time.Since(start).Seconds())
 	c.m.forwards.WithLabelValues(method, status.Code(err).String()).Inc()

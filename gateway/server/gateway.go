@@ -376,6 +376,7 @@ func New(cfg Config) (*Gateway, error) {
 
 	g.grpc = grpc.NewServer(append(append(tracingOptions(cfg.TracerProvider), windowOptions(cfg.WindowBytes)...),
 		grpc.UnaryInterceptor(entry.intercept),
+		grpc.ForceServerCodecV2(newCodec()),
 		grpc.ChainStreamInterceptor(stream...),
 		grpc.MaxRecvMsgSize(cfg.MaxInputBytes+(1<<20)),
 		grpc.MaxSendMsgSize(32<<20),

@@ -39,7 +39,9 @@
 //     not counted; the session ids the bench keeps live in an arena
 //     allocated before the baseline.
 //  6. RunJob serial p50 on one of the N idle sessions of 5 with all of them
-//     open, against 3's serial p50 (one session open).
+//     open, against the serial p50 on a fresh session, the only one open,
+//     measured right before 5 opens the sessions (so that both carry what
+//     the earlier sections left in the process).
 //  7. Tombstones: a tombstone.Store of 1M UUID keys (generated before any
 //     timing): HeapAlloc delta after GC per entry, insert, lookup (hit and
 //     miss) and expiry (one Expire past every TTL) per entry.
@@ -78,7 +80,7 @@
 // runtime child per call.
 //
 // Ratios: p50 = (3 p50) ÷ (1 p50 + 2 p50); throughput = (3) ÷ (1) at the
-// concurrency; status = (4) ÷ (2) at the concurrency; scale = (6) ÷ (3 p50).
+// concurrency; status = (4) ÷ (2) at the concurrency; scale = (6 at N) ÷ (6 at 1).
 //
 // Other processes on the machine skew every figure, so each point notes
 // the share of the machine's CPU they used meanwhile (from /proc); a point

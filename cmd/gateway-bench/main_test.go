@@ -88,8 +88,8 @@ func TestSmoke(t *testing.T) {
 	if got := j.num("scale.live_sessions"); got != 20 {
 		t.Errorf("scale live_sessions = %v, want 20", got)
 	}
-	if got := j.num("scale.p50_one_session_ns"); got != j.num("gateway_run_job.serial.p50_ns") {
-		t.Errorf("scale p50 with one session %v is not section 3's serial p50 %v", got, j.num("gateway_run_job.serial.p50_ns"))
+	if got := j.num("scale.p50_one_session_ns"); got != j.num("scale.one.p50_ns") {
+		t.Errorf("scale p50 with one session %v is not section 6's one-session point's p50 %v", got, j.num("scale.one.p50_ns"))
 	}
 
 	cases := j.list("interceptor.cases")

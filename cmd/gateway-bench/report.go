@@ -224,6 +224,7 @@ func writeTable(w io.Writer, r *report) error {
 	addLat("1 ARCP direct echo (Submit+Wait)", r.ARCP.Serial)
 	addLat("2 gRPC no-op unary", r.Noop.Serial)
 	addLat("3 gateway RunJob(echo), 1 session", r.RunJob.Serial)
+	addLat("6 gateway RunJob(echo), 1 session, before 5", r.Scale.One)
 	addLat(fmt.Sprintf("6 gateway RunJob(echo), %d sessions", r.Scale.LiveSessions), r.Scale.Many)
 	blocks = append(blocks, lat)
 
@@ -272,7 +273,7 @@ func writeTable(w io.Writer, r *report) error {
 		fmt.Sprintf("p50: 3 ÷ (1 + 2)\t%.3f", q.P50),
 		fmt.Sprintf("throughput: 3 ÷ 1 at %d\t%.3f", c.Concurrency, q.Throughput),
 		fmt.Sprintf("status: 4 ÷ 2 at %d\t%.3f", c.Concurrency, q.Status),
-		fmt.Sprintf("scale: 6 ÷ 3 (p50)\t%.3f", q.Scale),
+		fmt.Sprintf("scale: 6 at %d ÷ 6 at 1 (p50)\t%.3f", r.Scale.LiveSessions, q.Scale),
 		fmt.Sprintf("(by CPU/call, for a busy machine) throughput: 1 ÷ 3\t%.3f", r.CPURatios.Throughput),
 		fmt.Sprintf("(by CPU/call, for a busy machine) status: 2 ÷ 4\t%.3f", r.CPURatios.Status),
 	})

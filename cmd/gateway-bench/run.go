@@ -139,7 +139,7 @@ func (b *bench) services(ctx context.Context, rep *report) (err error) {
 	if err := b.clusterForward(ctx, &rep.Cluster); err != nil {
 		return fmt.Errorf("9a cluster: %w", err)
 	}
-	if rep.Memory, rep.Scale, err = b.idleSessions(ctx, rep.RunJob.Serial.P50Ns); err != nil {
+	if rep.Memory, rep.Scale, err = b.idleSessions(ctx); err != nil {
 		return fmt.Errorf("5/6 sessions: %w", err)
 	}
 	return nil

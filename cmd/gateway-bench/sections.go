@@ -62,19 +62,23 @@ func (b *bench) noopConcurrent(ctx context.Context) (point, error) {
 	return b.measure(ctx, pointSpec{name: "2 gRPC no-op", conns: len(b.noopConns), work: reuse(calls)})
 }
 
+// freshSession is the workload of a serial RunJob point: one session,
+// opened for the attempt and closed after it.
+func (b *bench) freshSession(ctx context.Context) ([]callFunc, func() error, error) {
+	cc0 := b.gwConns[0]
+	id, err := openSession(ctx, cc0)
+	if err != nil {
+		return nil, nil, err
+	}
+	return []callFunc{runJobCaller(cc0, id)}, func() error { return closeSession(ctx, cc0, id) }, nil
+}
+
 // gatewayCalls is sections 3 and 4. The serial RunJob point runs on a
 // fresh session, the only one open; the concurrent points (the probe's,
 // then RunJob's) on one session per worker, closed again afterwards.
 func (b *bench) gatewayCalls(ctx context.Context, rep *report) (err error) {
 	cc0 := b.gwConns[0]
-	fresh := func(ctx context.Context) ([]callFunc, func() error, error) {
-		id, err := openSession(ctx, cc0)
-		if err != nil {
-			return nil, nil, err
-		}
-		return []callFunc{runJobCaller(cc0, id)}, func() error { return closeSession(ctx, cc0, id) }, nil
-	}
-	rep.RunJob.Serial, err = b.measure(ctx, pointSpec{name: "3 gateway RunJob(echo)", serial: true, conns: 1, sessions: 1, work: fresh})
+	rep.RunJob.Serial, err = b.measure(ctx, pointSpec{name: "3 gateway RunJob(echo)", serial: true, conns: 1, sessions: 1, work: b.freshSession})
 	if err != nil {
 		return err
 	}
@@ -119,8 +123,18 @@ func (b *bench) gatewayCalls(ctx context.Context, rep *report) (err error) {
 // steps, measuring this process's memory after each, then RunJob's serial
 // p50 on untouched ones of them (a different one per attempt) with all of
 // them open.
-func (b *bench) idleSessions(ctx context.Context, p50One int64) ([]memoryResult, scaleResult, error) {
+func (b *bench) idleSessions(ctx context.Context) ([]memoryResult, scaleResult, error) {
 	most := b.cfg.Sessions[len(b.cfg.Sessions)-1]
+	// Section 6's baseline: RunJob on a fresh session, the only one open,
+	// right before the sessions are opened, so that both sides of the
+	// ratio carry what the earlier sections left in the process (the jobs
+	// 3's concurrent point retains, 9a's replicas' garbage). Section 3's
+	// serial point, minutes earlier, differed from it by up to 10 % from
+	// run to run.
+	one, err := b.measure(ctx, pointSpec{name: "6 RunJob, 1 session", serial: true, conns: 1, sessions: 1, work: b.freshSession})
+	if err != nil {
+		return nil, scaleResult{}, err
+	}
 	ids := newIDArena(most)
 	// With -memprofile, record every allocation of the sessions for the heap
 	// profile (MemStats do not depend on it), and stop before section 6:
@@ -162,5 +176,5 @@ func (b *bench) idleSessions(ctx context.Context, p50One int64) ([]memoryResult,
 		return nil, scaleResult{}, err
 	}
 	runtime.KeepAlive(ids)
-	return mem, scaleResult{LiveSessions: most, P50OneNs: p50One, P50ManyNs: many.P50Ns, Many: many}, nil
+	return mem, scaleResult{LiveSessions: most, P50OneNs: one.P50Ns, P50ManyNs: many.P50Ns, One: one, Many: many}, nil
 }

@@ -66,6 +66,7 @@ type scaleResult struct {
 	LiveSessions int   `json:"live_sessions"` // during the second figure
 	P50OneNs     int64 `json:"p50_one_session_ns"`
 	P50ManyNs    int64 `json:"p50_many_sessions_ns"`
+	One          point `json:"one"` // one session open, right before section 5 opens the others
 	Many         point `json:"many"`
 }
 

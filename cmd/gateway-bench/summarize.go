@@ -92,6 +92,7 @@ func summarizeReports(w io.Writer, paths []string) error {
 		{"3 RunJob CPU/call at c, µs", func(r *report) float64 { return us(r.RunJob.Concurrent.CPUNsPerCall) }},
 		{"4 GetSessionStatus calls/s at c", func(r *report) float64 { return r.Status.Concurrent.CallsPerSec }},
 		{"4 GetSessionStatus CPU/call at c, µs", func(r *report) float64 { return us(r.Status.Concurrent.CPUNsPerCall) }},
+		{"6 RunJob p50 at 1, one session open (before 5), µs", func(r *report) float64 { return us(r.Scale.P50OneNs) }},
 		{"6 RunJob p50 at 1 with the most sessions open, µs", func(r *report) float64 { return us(r.Scale.P50ManyNs) }},
 		{"5 CPU while the most sessions sit idle, % of a core", func(r *report) float64 {
 			if len(r.Memory) == 0 {

@@ -105,7 +105,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	num(&o.maxWatchersPerJob, "max-watchers-per-job", "SESSIONGATE_MAX_WATCHERS_PER_JOB", 16, "cap on WatchJob streams of one job")
 	num(&o.maxStreams, "max-concurrent-streams", "SESSIONGATE_MAX_CONCURRENT_STREAMS", 1024, "cap on concurrent calls per client connection (HTTP/2 streams)")
 	num(&o.windowBytes, "grpc-window-bytes", "SESSIONGATE_GRPC_WINDOW_BYTES", server.DefaultWindowBytes, "HTTP/2 flow-control window per stream and connection, client and peer connections (at least 65536; -1: grpc-go's dynamic window, which pings after every call on a quiet connection)")
-	num(&o.streamWorkers, "stream-workers", "SESSIONGATE_STREAM_WORKERS", 0, "goroutines kept to run calls (0: 2 × GOMAXPROCS, -1: a new goroutine per call)")
+	num(&o.streamWorkers, "stream-workers", "SESSIONGATE_STREAM_WORKERS", 0, "goroutines kept to run calls, so that a call starts on a grown stack (0: 64, -1: a new goroutine per call)")
 	num(&o.gcMinHeapMiB, "gc-min-heap-mib", "SESSIONGATE_GC_MIN_HEAP_MIB", gctuner.DefaultMinHeapMiB, "least heap goal of the garbage collector, MiB: GOGC is raised while the live heap is small (0: GOGC alone; GOMEMLIMIT still applies)")
 	dur(&o.keepaliveTime, "keepalive-time", "SESSIONGATE_KEEPALIVE_TIME", 2*time.Minute, "ping a client connection idle this long")
 	dur(&o.keepaliveTimeout, "keepalive-timeout", "SESSIONGATE_KEEPALIVE_TIMEOUT", 20*time.Second, "close a connection whose ping is unanswered this long")

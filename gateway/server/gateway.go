@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -81,9 +80,13 @@ type Config struct {
 	// StreamWorkers is the number of long-lived goroutines that run calls
 	// (grpc.NumStreamWorkers): a call then starts on a goroutine whose stack
 	// has already grown, instead of a new one per call (busy workers fall
-	// back to a new goroutine). 0 means 2 × GOMAXPROCS; negative, none.
-	// Measured: BenchmarkRunJobEcho 177.1 µs ± 4 % with the default (4 on 2
-	// cores) against 192.2 µs ± 5 % with none (−8.5 %, p=0.003, n=8).
+	// back to a new goroutine). 0 means DefaultStreamWorkers; negative, none.
+	// A new goroutine starts with a small stack and grows it, copying it
+	// each time, as the call goes deeper: with 4 workers (the earlier
+	// default, 2 × GOMAXPROCS) and 64 callers, that copying was 10 % of all
+	// CPU of BenchmarkGetSessionStatus and 5.6 % of BenchmarkRunJobParallel;
+	// with 64 workers it no longer shows in the profile. Idle workers cost
+	// their stacks, some kilobytes each.
 	StreamWorkers int
 	// MaxConcurrentStreams caps the concurrent gRPC streams (calls) of one
 	// client connection (default 1,024); further calls queue in the client.
@@ -138,6 +141,7 @@ const (
 	DefaultMaxRetainedBytesPerCaller = 256 << 20
 	DefaultMaxWatchersPerJob         = 16
 	DefaultMaxConcurrentStreams      = 1024
+	DefaultStreamWorkers             = 64
 	DefaultWindowBytes               = 1 << 20
 	DefaultKeepaliveTime             = 2 * time.Minute
 	DefaultKeepaliveTimeout          = 20 * time.Second
@@ -167,7 +171,7 @@ func (c *Config) setDefaults() {
 		c.MaxWatchersPerJob = DefaultMaxWatchersPerJob
 	}
 	if c.StreamWorkers == 0 {
-		c.StreamWorkers = 2 * runtime.GOMAXPROCS(0)
+		c.StreamWorkers = DefaultStreamWorkers
 	}
 	if c.MaxConcurrentStreams == 0 {
 		c.MaxConcurrentStreams = DefaultMaxConcurrentStreams

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
@@ -479,7 +480,10 @@ func (g *Gateway) clusterUnary(ctx context.Context, req any, info *grpc.UnarySer
 		}
 		return resp, err
 	}
-	id := fieldString(req, mi.sessionField)
+	id, jobID, err := requestIDs(req, mi)
+	if err != nil {
+		return nil, err
+	}
 	if err := checkSessionHeader(ctx, id); err != nil {
 		return nil, err
 	}
@@ -497,7 +501,7 @@ func (g *Gateway) clusterUnary(ctx context.Context, req any, info *grpc.UnarySer
 			if a == cluster.Serve {
 				_ = grpc.SetHeader(ctx, c.hints(c.self, ""))
 				_ = grpc.SetTrailer(ctx, c.hints(c.self, ""))
-				if err := c.prepareLocal(ctx, id, fieldString(req, mi.jobField)); err != nil {
+				if err := c.prepareLocal(ctx, id, jobID); err != nil {
 					return nil, err
 				}
 			}
@@ -536,6 +540,23 @@ func (t forwardTry) same(owner, addr string) bool {
 }
 
 func validSessionID(id string) bool { return checkSessionID(id) == nil }
+
+// requestIDs returns the session and job ids of a session method's request,
+// decoded or still raw (see rawHandler).
+func requestIDs(req any, mi *methodInfo) (sid, jid string, err error) {
+	raw, ok := req.(*rawMessage)
+	if !ok {
+		return fieldString(req, mi.sessionField), fieldString(req, mi.jobField), nil
+	}
+	var job protowire.Number
+	if mi.jobField != nil {
+		job = mi.jobField.Number()
+	}
+	if sid, jid, err = scanIDs(raw.b, mi.sessionField.Number(), job); err != nil {
+		return "", "", status.Errorf(codes.Internal, "grpc: error unmarshalling request: %v", err)
+	}
+	return sid, jid, nil
+}
 
 // forwardUnary sends a unary call to the session's owner. retry says the
 // owner refused it before running the handler (see forwardOutcome): the

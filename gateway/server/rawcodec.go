@@ -1,9 +1,17 @@
 package server
 
 import (
+	"context"
+	"slices"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
+	protov2 "google.golang.org/protobuf/proto"
 )
 
 // rawMessage is a message held as its encoded bytes: the owner's answer to
@@ -37,4 +45,94 @@ func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 		return nil
 	}
 	return c.proto.Unmarshal(data, v)
+}
+
+// In cluster mode the session methods' requests reach the interceptors as
+// a *rawMessage, and cluster routing reads the session and job ids from the
+// bytes (scanIDs): a call forwarded to the session's owner is sent on as
+// it came, never decoded or encoded on the forwarding replica; a call served
+// here is decoded by the method's handler, after routing (decodeRequest,
+// with the error grpc-go gives a request it cannot decode). The other
+// interceptors do not look at requests; the status probe and the methods
+// that are not session-scoped keep the generated handlers.
+
+// rawFirst returns desc with the unary handlers of methods wrapped by wrap
+// where it returns one.
+func rawFirst(desc *grpc.ServiceDesc, wrap func(full string, h grpc.MethodHandler) grpc.MethodHandler) *grpc.ServiceDesc {
+	d := *desc
+	d.Methods = slices.Clone(desc.Methods)
+	for i, m := range d.Methods {
+		if w := wrap("/"+desc.ServiceName+"/"+m.MethodName, m.Handler); w != nil {
+			d.Methods[i].Handler = w
+		}
+	}
+	return &d
+}
+
+// rawHandler is the handler of a session method whose request travels the
+// interceptors as a *rawMessage.
+func rawHandler(full string, orig grpc.MethodHandler) grpc.MethodHandler {
+	return func(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
+		raw := &rawMessage{}
+		if err := dec(raw); err != nil {
+			return nil, err
+		}
+		final := func(ctx context.Context, req any) (any, error) {
+			return orig(srv, ctx, func(v any) error { return decodeRequest(req, v) }, nil)
+		}
+		if interceptor == nil {
+			return final(ctx, raw)
+		}
+		return interceptor(ctx, raw, &grpc.UnaryServerInfo{Server: srv, FullMethod: full}, final)
+	}
+}
+
+// decodeRequest fills v, the handler's request message, from req: the
+// bytes of a *rawMessage, or a message already decoded.
+func decodeRequest(req, v any) error {
+	pm, ok := v.(protov2.Message)
+	if !ok {
+		return status.Errorf(codes.Internal, "grpc: error unmarshalling request: %T is not a protobuf message", v)
+	}
+	switch r := req.(type) {
+	case *rawMessage:
+		if err := protov2.Unmarshal(r.b, pm); err != nil {
+			return status.Errorf(codes.Internal, "grpc: error unmarshalling request: %v", err)
+		}
+	case protov2.Message:
+		protov2.Merge(pm, r)
+	}
+	return nil
+}
+
+// scanIDs reads the string fields session and job (0: none) of an encoded
+// message as protobuf decodes them: the last occurrence wins. It fails on
+// bytes that are not a well-formed message.
+func scanIDs(b []byte, session, job protowire.Number) (sid, jid string, err error) {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return "", "", protowire.ParseError(n)
+		}
+		b = b[n:]
+		if typ == protowire.BytesType && (num == session || num == job) {
+			v, m := protowire.ConsumeBytes(b)
+			if m < 0 {
+				return "", "", protowire.ParseError(m)
+			}
+			if num == session {
+				sid = string(v)
+			} else {
+				jid = string(v)
+			}
+			b = b[m:]
+			continue
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b)
+		if m < 0 {
+			return "", "", protowire.ParseError(m)
+		}
+		b = b[m:]
+	}
+	return sid, jid, nil
 }

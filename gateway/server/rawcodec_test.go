@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"testing"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	sessiongatev1 "github.com/sessiongate/sessiongate/gen/sessiongate/v1"
@@ -48,5 +50,54 @@ func TestCodec(t *testing.T) {
 	}
 	if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer([]byte{0xff})}, &back); err == nil {
 		t.Fatal("a malformed message decoded without error")
+	}
+}
+
+// TestScanIDs: the session and job ids read from the bytes are the ones
+// protobuf decodes, the last occurrence winning; bytes that are not a
+// message fail.
+func TestScanIDs(t *testing.T) {
+	mi := methodOf(sessiongatev1.SessionGateway_CancelJob_FullMethodName)
+	if mi == nil || mi.sessionField == nil || mi.jobField == nil {
+		t.Fatal("CancelJob has no session_id and job_id")
+	}
+	req := &sessiongatev1.CancelJobRequest{SessionId: "ses-1", JobId: "job-1"}
+	b, err := proto.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A second session_id, appended: decoders keep the last.
+	tail, err := proto.Marshal(&sessiongatev1.CancelJobRequest{SessionId: "ses-2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2 := append(append([]byte(nil), b...), tail...)
+	var dec sessiongatev1.CancelJobRequest
+	if err := proto.Unmarshal(b2, &dec); err != nil || dec.GetSessionId() != "ses-2" {
+		t.Fatalf("decoding the twice-set message: %v, %v", dec.GetSessionId(), err)
+	}
+	for _, c := range []struct {
+		name     string
+		b        []byte
+		sid, jid string
+		bad      bool
+	}{
+		{"both", b, "ses-1", "job-1", false},
+		{"last wins", b2, "ses-2", "job-1", false},
+		{"empty", nil, "", "", false},
+		{"truncated", b[:len(b)-1], "", "", true},
+		{"not a message", []byte{0xff, 0xff}, "", "", true},
+	} {
+		sid, jid, err := requestIDs(&rawMessage{b: c.b}, mi)
+		if (err != nil) != c.bad || sid != c.sid || jid != c.jid {
+			t.Errorf("%s: %q, %q, %v; want %q, %q, error %v", c.name, sid, jid, err, c.sid, c.jid, c.bad)
+		}
+		if c.bad && status.Code(err) != codes.Internal {
+			t.Errorf("%s: %v, want INTERNAL as grpc-go answers a request it cannot decode", c.name, err)
+		}
+	}
+	// A decoded request gives the same ids.
+	if sid, jid, err := requestIDs(req, mi); err != nil || sid != "ses-1" || jid != "job-1" {
+		t.Errorf("decoded: %q, %q, %v", sid, jid, err)
 	}
 }

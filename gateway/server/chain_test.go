@@ -17,15 +17,14 @@ import (
 	"github.com/sessiongate/sessiongate/timeoutprofile"
 )
 
-// series returns the value of the counter (or the sample count of the
-// histogram) name whose labels include want, summed over matches.
-func series(t *testing.T, reg *prometheus.Registry, name string, want map[string]string) float64 {
+// matching returns the series of the metric name whose labels include want.
+func matching(t *testing.T, reg *prometheus.Registry, name string, want map[string]string) []*dto.Metric {
 	t.Helper()
 	fams, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sum float64
+	var out []*dto.Metric
 	for _, f := range fams {
 		if f.GetName() != name {
 			continue
@@ -37,12 +36,23 @@ func series(t *testing.T, reg *prometheus.Registry, name string, want map[string
 					continue next
 				}
 			}
-			switch {
-			case m.Counter != nil:
-				sum += m.GetCounter().GetValue()
-			case m.Histogram != nil:
-				sum += float64(m.GetHistogram().GetSampleCount())
-			}
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// series returns the value of the counter (or the sample count of the
+// histogram) name whose labels include want, summed over matches.
+func series(t *testing.T, reg *prometheus.Registry, name string, want map[string]string) float64 {
+	t.Helper()
+	var sum float64
+	for _, m := range matching(t, reg, name, want) {
+		switch {
+		case m.Counter != nil:
+			sum += m.GetCounter().GetValue()
+		case m.Histogram != nil:
+			sum += float64(m.GetHistogram().GetSampleCount())
 		}
 	}
 	return sum
@@ -131,31 +141,7 @@ func TestProbeFastPath(t *testing.T) {
 		}
 	}
 	// Every method's series exist before it is called, at zero.
-	if n := countSeries(t, reg, "grpc_server_handled_total", map[string]string{"grpc_method": "WatchJob"}); n != numCodes {
+	if n := len(matching(t, reg, "grpc_server_handled_total", map[string]string{"grpc_method": "WatchJob"})); n != numCodes {
 		t.Errorf("WatchJob has %d grpc_server_handled_total series, want one per code (%d)", n, numCodes)
 	}
-}
-
-func countSeries(t *testing.T, reg *prometheus.Registry, name string, want map[string]string) int {
-	t.Helper()
-	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, f := range fams {
-		if f.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range f.GetMetric() {
-			for k, v := range want {
-				if !hasLabel(m, k, v) {
-					continue next
-				}
-			}
-			n++
-		}
-	}
-	return n
 }

@@ -162,27 +162,8 @@ func TestHandshakeRequest(t *testing.T) {
 }
 
 func TestHandshakeBasicAuthAndHost(t *testing.T) {
-	reqc := make(chan *http.Request, 1)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		nc, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer nc.Close()
-		p, err := rawHandshake(nc, rawOpts{})
-		if err != nil {
-			return
-		}
-		reqc <- p.req
-		for range p.frames {
-		}
-	}()
-	url := "ws://agent:s3cret@" + ln.Addr().String()
+	addr, reqc := capturedRequest(t)
+	url := "ws://agent:s3cret@" + addr
 	c, err := Dial(testCtx(t), url, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -192,7 +173,7 @@ func TestHandshakeBasicAuthAndHost(t *testing.T) {
 	if u, p, ok := r.BasicAuth(); !ok || u != "agent" || p != "s3cret" {
 		t.Errorf("basic auth: %q %q %v", u, p, ok)
 	}
-	if r.Host != ln.Addr().String() {
+	if r.Host != addr {
 		t.Errorf("Host %q", r.Host)
 	}
 	if r.URL.Path != "/" {
@@ -335,31 +316,10 @@ func TestBytesAfterResponseHeadKept(t *testing.T) {
 }
 
 func TestHandshakeHeaderOverrides(t *testing.T) {
-	reqc := make(chan *http.Request, 1)
+	addr, reqc := capturedRequest(t)
 	h := http.Header{"host": {"runtime.internal"}, "authorization": {"Bearer tok"}}
 	o := Options{Header: h}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		nc, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer nc.Close()
-		p, err := rawHandshake(nc, rawOpts{})
-		if err != nil {
-			return
-		}
-		reqc <- p.req
-		for range p.frames {
-		}
-	}()
-	c, err := Dial(testCtx(t), "ws://user:pw@"+ln.Addr().String()+"/x", o)
+	c, err := Dial(testCtx(t), "ws://user:pw@"+addr+"/x", o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,7 +331,39 @@ func TestHandshakeHeaderOverrides(t *testing.T) {
 		t.Errorf("Authorization %q, want only the header's", got)
 	}
 	c.CloseNow()
-	<-served
+}
+
+// capturedRequest serves one handshake on a loopback listener and hands
+// over the client's request; the server reads frames until the client goes.
+// The listener closes, and the server goroutine is awaited, at the end of
+// the test.
+func capturedRequest(t *testing.T) (addr string, reqc <-chan *http.Request) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs, served := make(chan *http.Request, 1), make(chan struct{})
+	go func() {
+		defer close(served)
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		p, err := rawHandshake(nc, rawOpts{})
+		if err != nil {
+			return
+		}
+		reqs <- p.req
+		for range p.frames {
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-served
+	})
+	return ln.Addr().String(), reqs
 }
 
 // TestContextOnlyBoundsDial: cancelling Dial's context afterwards does not

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/sessiongate/sessiongate/gateway/arcp"
 	"github.com/sessiongate/sessiongate/gateway/budget"
@@ -110,20 +111,23 @@ func (c *ClusterConfig) validate() error {
 // of a call.
 type clusterState struct {
 	// Immutable after construction.
-	cfg      ClusterConfig
-	dir      *directory.Directory
-	self     string
-	secret   []byte
-	codec    codec // of forwarded unary calls: the reply as raw bytes
-	table    *session.Table[*upstream.Conn]
-	runtimes map[string]Runtime
-	tmpl     upstream.Config
-	features []string
-	retained *budget.Budget
-	log      *slog.Logger
-	m        *clusterMetrics
-	owners   *cluster.OwnerCache // owners of sessions held elsewhere, as last read
-	sigs     signatures          // forwarding signatures, made and verified
+	cfg    ClusterConfig
+	dir    *directory.Directory
+	self   string
+	secret []byte
+	codec  codec // of forwarded unary calls: the reply as raw bytes
+	// selfHints are the owner hints of a call served here (hints(self)),
+	// made once: SetHeader and SetTrailer copy what they are given.
+	selfHints metadata.MD
+	table     *session.Table[*upstream.Conn]
+	runtimes  map[string]Runtime
+	tmpl      upstream.Config
+	features  []string
+	retained  *budget.Budget
+	log       *slog.Logger
+	m         *clusterMetrics
+	owners    *cluster.OwnerCache // owners of sessions held elsewhere, as last read
+	sigs      signatures          // forwarding signatures, made and verified
 
 	healthy  atomic.Bool  // the last directory operation worked
 	inflight atomic.Int64 // unary session calls served here
@@ -177,6 +181,7 @@ func newClusterState(cfg ClusterConfig, self string, table *session.Table[*upstr
 		pending: make(map[*upstream.Conn]*owned), flights: make(map[string]*takeoverFlight),
 		owners: cluster.NewOwnerCache(cfg.OwnerCacheTTL, 0), codec: newCodec(),
 	}
+	c.selfHints = c.hints(self, "")
 	c.healthy.Store(true)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	return c

@@ -499,8 +499,8 @@ func (g *Gateway) clusterUnary(ctx context.Context, req any, info *grpc.UnarySer
 				return nil, c.routeError(a, id, owner, addr, err)
 			}
 			if a == cluster.Serve {
-				_ = grpc.SetHeader(ctx, c.hints(c.self, ""))
-				_ = grpc.SetTrailer(ctx, c.hints(c.self, ""))
+				_ = grpc.SetHeader(ctx, c.selfHints)
+				_ = grpc.SetTrailer(ctx, c.selfHints)
 				if err := c.prepareLocal(ctx, id, jobID); err != nil {
 					return nil, err
 				}
@@ -716,8 +716,8 @@ func (g *Gateway) clusterStream(srv any, ss grpc.ServerStream, info *grpc.Stream
 				return c.routeError(a, id, owner, addr, err)
 			}
 			if a == cluster.Serve {
-				_ = ss.SetHeader(c.hints(c.self, ""))
-				ss.SetTrailer(c.hints(c.self, ""))
+				_ = ss.SetHeader(c.selfHints)
+				ss.SetTrailer(c.selfHints)
 				if err := c.prepareLocal(ctx, id, fieldString(first, mi.jobField)); err != nil {
 					return err
 				}

@@ -87,20 +87,16 @@ func rawHandler(full string, orig grpc.MethodHandler) grpc.MethodHandler {
 	}
 }
 
-// decodeRequest fills v, the handler's request message, from req: the
-// bytes of a *rawMessage, or a message already decoded.
+// decodeRequest fills v, the handler's request message, from req, the
+// *rawMessage the interceptors passed on.
 func decodeRequest(req, v any) error {
-	pm, ok := v.(protov2.Message)
-	if !ok {
-		return status.Errorf(codes.Internal, "grpc: error unmarshalling request: %T is not a protobuf message", v)
+	r, ok := req.(*rawMessage)
+	pm, ok2 := v.(protov2.Message)
+	if !ok || !ok2 {
+		return status.Errorf(codes.Internal, "grpc: error unmarshalling request: %T into %T", req, v)
 	}
-	switch r := req.(type) {
-	case *rawMessage:
-		if err := protov2.Unmarshal(r.b, pm); err != nil {
-			return status.Errorf(codes.Internal, "grpc: error unmarshalling request: %v", err)
-		}
-	case protov2.Message:
-		protov2.Merge(pm, r)
+	if err := protov2.Unmarshal(r.b, pm); err != nil {
+		return status.Errorf(codes.Internal, "grpc: error unmarshalling request: %v", err)
 	}
 	return nil
 }

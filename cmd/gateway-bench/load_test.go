@@ -44,3 +44,30 @@ func TestRunPairSerial(t *testing.T) {
 		t.Errorf("calls before the failure: a %q, b %d; want a once, b twice (the pair stops at the error)", got, n)
 	}
 }
+
+// TestQuietest: attempts stop at the first one quiet enough, else the
+// quietest of busyAttempts is kept; an error ends them.
+func TestQuietest(t *testing.T) {
+	run := func(others ...float64) (int, int) {
+		n := 0
+		best, err := quietest(func() (int, float64, error) {
+			i := n
+			n++
+			return i, others[i], nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return best, n
+	}
+	if best, n := run(0.5, busyMachine, 0.9); best != 1 || n != 2 {
+		t.Errorf("stopped after %d attempts keeping %d, want 2 keeping the quiet one (1)", n, best)
+	}
+	if best, n := run(0.5, 0.3, 0.4); best != 1 || n != busyAttempts {
+		t.Errorf("kept attempt %d of %d, want the quietest (1) of %d", best, n, busyAttempts)
+	}
+	boom := errors.New("boom")
+	if _, err := quietest(func() (int, float64, error) { return 0, 0, boom }); !errors.Is(err, boom) {
+		t.Errorf("err = %v, want boom", err)
+	}
+}

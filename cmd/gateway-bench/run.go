@@ -230,24 +230,39 @@ type pointSpec struct {
 // measure measures one point: each attempt prepares its workload, warms up
 // with the same workers, then measures, noting how much CPU other processes
 // took meanwhile. A point disturbed by other processes is measured again
-// (busyAttempts); the quietest attempt is kept.
+// (quietest).
 func (b *bench) measure(ctx context.Context, s pointSpec) (point, error) {
 	warm, bnd := b.cfg.Warmup, b.cfg.Point
 	if s.serial {
 		warm, bnd = b.cfg.SerialWarmup, b.cfg.Serial
 	}
-	var best point
-	for attempt := range busyAttempts {
+	return quietest(func() (point, float64, error) {
 		pt, err := b.attempt(ctx, s, warm, bnd)
 		if err != nil {
-			return point{}, fmt.Errorf("%s: %w", s.name, err)
+			return pt, 0, fmt.Errorf("%s: %w", s.name, err)
 		}
 		b.progress("%-30s c=%-3d %7.0f calls/s  p50 %s  p99 %s  CPU/call %s  (%d calls, other CPU %.0f%%)",
 			s.name, pt.Concurrency, pt.CallsPerSec, us(pt.P50Ns), us(pt.P99Ns), us(pt.CPUNsPerCall), pt.Calls, 100*pt.OtherCPU)
-		if attempt == 0 || pt.OtherCPU < best.OtherCPU {
-			best = pt
+		return pt, pt.OtherCPU, nil
+	})
+}
+
+// quietest runs try up to busyAttempts times, until an attempt ran while
+// other processes kept at most busyMachine of the machine busy, and returns
+// the attempt during which they used the least (try's second result).
+func quietest[T any](try func() (T, float64, error)) (T, error) {
+	var best T
+	var bestOther float64
+	for attempt := range busyAttempts {
+		v, other, err := try()
+		if err != nil {
+			var zero T
+			return zero, err
 		}
-		if best.OtherCPU <= busyMachine {
+		if attempt == 0 || other < bestOther {
+			best, bestOther = v, other
+		}
+		if bestOther <= busyMachine {
 			break
 		}
 	}
@@ -258,49 +273,47 @@ func (b *bench) measure(ctx context.Context, s pointSpec) (point, error) {
 // call (runPairSerial), each on the callers its workload prepares (one
 // each), with measure's warm-up and its retries of a disturbed attempt.
 func (b *bench) measurePair(ctx context.Context, name string, wa, wb workload) (pa, pb point, err error) {
-	var bestOther float64
-	for attempt := range busyAttempts {
-		a, bb, other, err := b.attemptPair(ctx, wa, wb)
+	best, err := quietest(func() ([2]point, float64, error) {
+		p, err := b.attemptPair(ctx, wa, wb)
 		if err != nil {
-			return point{}, point{}, fmt.Errorf("%s: %w", name, err)
+			return p, 0, fmt.Errorf("%s: %w", name, err)
 		}
-		b.progress("%-30s p50 %s and %s interleaved (%d + %d calls, other CPU %.0f%%)", name, us(a.P50Ns), us(bb.P50Ns), a.Calls, bb.Calls, 100*other)
-		if attempt == 0 || other < bestOther {
-			pa, pb, bestOther = a, bb, other
-		}
-		if bestOther <= busyMachine {
-			break
-		}
-	}
-	return pa, pb, nil
+		b.progress("%-30s p50 %s and %s interleaved (%d + %d calls, other CPU %.0f%%)",
+			name, us(p[0].P50Ns), us(p[1].P50Ns), p[0].Calls, p[1].Calls, 100*p[0].OtherCPU)
+		return p, p[0].OtherCPU, nil
+	})
+	return best[0], best[1], err
 }
 
-func (b *bench) attemptPair(ctx context.Context, wa, wb workload) (pa, pb point, other float64, err error) {
+func (b *bench) attemptPair(ctx context.Context, wa, wb workload) (p [2]point, err error) {
 	ca, ra, err := wa(ctx)
 	if err != nil {
-		return pa, pb, 0, err
+		return p, err
 	}
 	defer func() { err = errors.Join(err, ra()) }()
 	cb, rb, err := wb(ctx)
 	if err != nil {
-		return pa, pb, 0, err
+		return p, err
 	}
 	defer func() { err = errors.Join(err, rb()) }()
 	if len(ca) != 1 || len(cb) != 1 {
-		return pa, pb, 0, errors.New("an interleaved pair needs one caller on each side")
+		return p, errors.New("an interleaved pair needs one caller on each side")
 	}
 	if _, _, err := runPairSerial(ctx, ca[0], cb[0], b.cfg.SerialWarmup); err != nil {
-		return pa, pb, 0, fmt.Errorf("warm-up: %w", err)
+		return p, fmt.Errorf("warm-up: %w", err)
 	}
-	pids := []int{os.Getpid(), b.rt.PID()}
-	before, start := sampleCPU(pids...), time.Now()
-	if pa, pb, err = runPairSerial(ctx, ca[0], cb[0], b.cfg.Serial); err != nil {
-		return pa, pb, 0, err
+	before, after, wall, err := b.sampled(func() (err error) {
+		p[0], p[1], err = runPairSerial(ctx, ca[0], cb[0], b.cfg.Serial)
+		return err
+	})
+	if err != nil {
+		return p, err
 	}
-	other = otherCPU(before, sampleCPU(pids...), time.Since(start))
-	pa.OtherCPU, pb.OtherCPU = other, other
-	pa.Conns, pb.Conns, pa.Sessions, pb.Sessions = 1, 1, 1, 1
-	return pa, pb, other, nil
+	for i := range p {
+		p[i].OtherCPU = otherCPU(before, after, wall)
+		p[i].Conns, p[i].Sessions = 1, 1
+	}
+	return p, nil
 }
 
 // attempt is one try at a point.
@@ -313,18 +326,28 @@ func (b *bench) attempt(ctx context.Context, s pointSpec, warm, bnd bounds) (pt 
 	if _, err := runPoint(ctx, calls, warm); err != nil {
 		return pt, fmt.Errorf("warm-up: %w", err)
 	}
-	pids := []int{os.Getpid(), b.rt.PID()}
-	before, start := sampleCPU(pids...), time.Now()
-	if pt, err = runPoint(ctx, calls, bnd); err != nil {
+	before, after, wall, err := b.sampled(func() (err error) {
+		pt, err = runPoint(ctx, calls, bnd)
+		return err
+	})
+	if err != nil {
 		return pt, err
 	}
-	after := sampleCPU(pids...)
-	pt.OtherCPU = otherCPU(before, after, time.Since(start))
+	pt.OtherCPU = otherCPU(before, after, wall)
 	if before.ok && after.ok {
 		pt.CPUNsPerCall = int64((after.ours - before.ours) * 1e9 / float64(pt.Calls))
 	}
 	pt.Conns, pt.Sessions = s.conns, s.sessions
 	return pt, nil
+}
+
+// sampled runs run between two CPU samples of this process and the runtime
+// child, and returns them and the wall time between.
+func (b *bench) sampled(run func() error) (before, after cpuSample, wall time.Duration, err error) {
+	pids := []int{os.Getpid(), b.rt.PID()}
+	before, start := sampleCPU(pids...), time.Now()
+	err = run()
+	return before, sampleCPU(pids...), time.Since(start), err
 }
 
 // startCPUProfile starts profiling to path ("" = none) and returns an

@@ -45,6 +45,9 @@ type point struct {
 	// runtime child per completed call (0: unknown). At saturation
 	// throughput is about NumCPU ÷ this, whatever else runs.
 	CPUNsPerCall int64 `json:"cpu_ns_per_call"`
+	// RuntimeCPUNsPerCall is the runtime child's part of CPUNsPerCall: what
+	// the reference runtime spent, apart from the caller and the gateway.
+	RuntimeCPUNsPerCall int64 `json:"runtime_cpu_ns_per_call"`
 	// OtherCPU is the share of the machine's CPU that other processes used
 	// during the point (-1: unknown); see otherCPU.
 	OtherCPU float64 `json:"other_cpu"`

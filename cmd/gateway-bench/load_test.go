@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -69,5 +70,28 @@ func TestQuietest(t *testing.T) {
 	boom := errors.New("boom")
 	if _, err := quietest(func() (int, float64, error) { return 0, 0, boom }); !errors.Is(err, boom) {
 		t.Errorf("err = %v, want boom", err)
+	}
+}
+
+// TestSampleCPU: the last process's share is its own CPU time, counted
+// once in last and once in ours; this process spinning moves it.
+func TestSampleCPU(t *testing.T) {
+	pid := os.Getpid()
+	a := sampleCPU(pid, pid)
+	if !a.ok {
+		t.Fatal("cannot read /proc")
+	}
+	give := time.Now().Add(30 * time.Second)
+	b := a
+	for ; b.last <= a.last; b = sampleCPU(pid, pid) {
+		if time.Now().After(give) {
+			t.Fatalf("no CPU time counted in 30 s of spinning: %+v", b)
+		}
+		for n := 0; n < 1e6; n++ { // spin between reads
+			_ = n
+		}
+	}
+	if a.ours != 2*a.last || b.ours != 2*b.last {
+		t.Fatalf("samples %+v, %+v: want ours = 2 × last", a, b)
 	}
 }

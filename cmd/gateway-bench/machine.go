@@ -100,6 +100,7 @@ const clockTicks = 100
 type cpuSample struct {
 	busy float64 // user + nice + system + steal of every CPU (/proc/stat)
 	ours float64 // user + system of the given processes (/proc/PID/stat)
+	last float64 // user + system of the last of them
 	ok   bool
 }
 
@@ -129,7 +130,8 @@ func sampleCPU(pids ...int) cpuSample {
 		if !ok || len(pf) < 13 {
 			return cpuSample{}
 		}
-		s.ours += ticks(pf[11]) + ticks(pf[12]) // utime stime
+		s.last = ticks(pf[11]) + ticks(pf[12]) // utime stime
+		s.ours += s.last
 	}
 	s.ok = true
 	return s

@@ -168,19 +168,20 @@ func bareHealth(b *testing.B) healthpb.HealthClient {
 	return healthpb.NewHealthClient(bareServer(b, func(s *grpc.Server) { healthpb.RegisterHealthServer(s, health.NewServer()) }))
 }
 
-// bareServer serves what register adds on a grpc.Server with no options
-// and no interceptors, on loopback, and returns a connection to it; both
-// end with the benchmark.
-func bareServer(b *testing.B, register func(*grpc.Server)) *grpc.ClientConn {
+// bareServer serves what register adds on a grpc.Server with no
+// interceptors and the gateway's default flow-control window, on loopback,
+// and returns a connection to it, made with opts; both end with the
+// benchmark.
+func bareServer(b *testing.B, register func(*grpc.Server), opts ...grpc.DialOption) *grpc.ClientConn {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
-	s := grpc.NewServer()
+	s := grpc.NewServer(windowOptions(DefaultWindowBytes)...)
 	register(s)
 	go func() { _ = s.Serve(lis) }()
 	b.Cleanup(s.Stop)
-	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(lis.Addr().String(), append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -220,7 +221,7 @@ func BenchmarkClusterRunJob(b *testing.B) {
 // bare service that forwards each call to it, one call at a time. Compare
 // its hop (forwarded − direct) with BenchmarkClusterRunJob's.
 func BenchmarkBareForwardHop(b *testing.B) {
-	serve := func(h func(ctx context.Context, in *emptypb.Empty) (*emptypb.Empty, error)) *grpc.ClientConn {
+	serve := func(h func(ctx context.Context, in *emptypb.Empty) (*emptypb.Empty, error), opts ...grpc.DialOption) *grpc.ClientConn {
 		return bareServer(b, func(s *grpc.Server) {
 			s.RegisterService(&grpc.ServiceDesc{ServiceName: "bench.Hop", HandlerType: (*any)(nil), Methods: []grpc.MethodDesc{{
 				MethodName: "Call",
@@ -231,12 +232,15 @@ func BenchmarkBareForwardHop(b *testing.B) {
 					}
 					return h(ctx, in)
 				}}}}, struct{}{})
-		})
+		}, opts...)
 	}
 	owner := serve(func(_ context.Context, in *emptypb.Empty) (*emptypb.Empty, error) { return in, nil })
+	// The forwarder's own connection to the owner, with the window of the
+	// gateway's peer connections.
+	peer := serve(func(_ context.Context, in *emptypb.Empty) (*emptypb.Empty, error) { return in, nil }, peerWindowOptions(DefaultWindowBytes)...)
 	forwarder := serve(func(ctx context.Context, in *emptypb.Empty) (*emptypb.Empty, error) {
 		out := new(emptypb.Empty)
-		return out, owner.Invoke(ctx, "/bench.Hop/Call", in, out)
+		return out, peer.Invoke(ctx, "/bench.Hop/Call", in, out)
 	})
 	for _, c := range []struct {
 		name string

@@ -129,6 +129,9 @@ type clusterState struct {
 	owners    *cluster.OwnerCache // owners of sessions held elsewhere, as last read
 	sigs      signatures          // forwarding signatures, made and verified
 
+	relays     sync.Map     // relayKey → metadata.MD (see relayHints)
+	relayCount atomic.Int64 // entries stored in relays since it was last cleared
+
 	healthy  atomic.Bool  // the last directory operation worked
 	inflight atomic.Int64 // unary session calls served here
 	draining atomic.Bool  // handoff begun: no takeovers, no claims

@@ -198,16 +198,15 @@ func (c *clusterState) verify(h hop, method string, now time.Time) (from string,
 // (x-timeout-ms, x-sessiongate-session, …; the deadline travels as
 // grpc-timeout) without its credentials, plus the hop headers.
 func (c *clusterState) outgoing(ctx context.Context, method, caller string) context.Context {
-	out, _ := metadata.FromIncomingContext(ctx) // a copy: ours to edit
-	for k := range out {
+	in, _ := metadata.FromIncomingContext(ctx) // a copy: its values are ours
+	out := make(metadata.MD, len(in)+3)
+	for k, v := range in {
 		switch {
 		case k == "authorization", k == "te", k == "content-type", k == "user-agent", strings.HasPrefix(k, ":"),
 			strings.HasPrefix(k, "grpc-"), strings.HasPrefix(k, "x-sessiongate-forward"):
-			delete(out, k)
+		default:
+			out[k] = v
 		}
-	}
-	if out == nil {
-		out = make(metadata.MD, 3)
 	}
 	out[mdForwardedBy] = []string{c.self}
 	out[mdForwardCaller] = []string{caller}
@@ -426,6 +425,59 @@ func (c *clusterState) hints(owner, addr string) metadata.MD {
 	return metadata.Pairs(MetadataOwner, owner, MetadataOwnerAddr, addr, MetadataServedBy, c.self)
 }
 
+// relayHints are the owner hints a forwarder passes on with an answer:
+// ownerHints(md) and served-by this replica, or hints(owner, addr) when md
+// has none. They are made once per distinct hint (a few per peer) and
+// shared: the caller hands them to SetHeader and SetTrailer, which copy,
+// and never edits them.
+func (c *clusterState) relayHints(md metadata.MD, owner, addr string) metadata.MD {
+	o, a := md.Get(MetadataOwner), md.Get(MetadataOwnerAddr)
+	if len(o) > 1 || len(a) > 1 {
+		return c.relayHintsOf(md, owner, addr) // unusual: not worth a key
+	}
+	k := relayKey{owner: owner, addr: addr}
+	if len(o)+len(a) > 0 {
+		k = relayKey{fromAnswer: true, hasOwner: len(o) == 1, hasAddr: len(a) == 1}
+		if k.hasOwner {
+			k.owner = o[0]
+		}
+		if k.hasAddr {
+			k.addr = a[0]
+		}
+	}
+	if h, ok := c.relays.Load(k); ok {
+		return h.(metadata.MD)
+	}
+	h := c.relayHintsOf(md, owner, addr)
+	if c.relayCount.Add(1) > maxRelayHints {
+		// Peers answer with their own hints, so a few entries per peer
+		// are all there should be; a flood only costs a rebuild.
+		c.relays.Clear()
+		c.relayCount.Store(1)
+	}
+	c.relays.Store(k, h)
+	return h
+}
+
+// relayKey is what relayHints depends on: the answer's owner hints, or the
+// route's owner and address when the answer had none.
+type relayKey struct {
+	fromAnswer, hasOwner, hasAddr bool
+	owner, addr                   string
+}
+
+// maxRelayHints bounds relayHints' cache.
+const maxRelayHints = 1024
+
+func (c *clusterState) relayHintsOf(md metadata.MD, owner, addr string) metadata.MD {
+	h := ownerHints(md)
+	if len(h) == 0 {
+		h = c.hints(owner, addr)
+	}
+	h.Set(MetadataServedBy, c.self)
+	return h
+}
+
 // ownerHints picks the owner metadata out of a peer's response metadata.
 func ownerHints(md metadata.MD) metadata.MD {
 	out := metadata.MD{}
@@ -499,7 +551,10 @@ func (g *Gateway) clusterUnary(ctx context.Context, req any, info *grpc.UnarySer
 				return nil, c.routeError(a, id, owner, addr, err)
 			}
 			if a == cluster.Serve {
-				_ = grpc.SetHeader(ctx, c.selfHints)
+				if forwardedFrom(ctx) == "" {
+					// A forwarding peer reads the trailer only.
+					_ = grpc.SetHeader(ctx, c.selfHints)
+				}
 				_ = grpc.SetTrailer(ctx, c.selfHints)
 				if err := c.prepareLocal(ctx, id, jobID); err != nil {
 					return nil, err
@@ -586,11 +641,7 @@ func (c *clusterState) forwardUnary(ctx context.Context, method string, mi *meth
 	if retry = c.forwardOutcome(id, owner, err, attempt, trl); retry {
 		return nil, true, c.peerError(err, owner, addr)
 	}
-	h := ownerHints(trl)
-	if len(h) == 0 {
-		h = c.hints(owner, addr)
-	}
-	h.Set(MetadataServedBy, c.self)
+	h := c.relayHints(trl, owner, addr)
 	_ = grpc.SetHeader(ctx, h)
 	_ = grpc.SetTrailer(ctx, h)
 	if err != nil {
@@ -821,12 +872,7 @@ func (c *clusterState) forwardStream(ss grpc.ServerStream, method string, mi *me
 			return
 		}
 		sentHeader = true
-		h := ownerHints(hdr)
-		if len(h) == 0 {
-			h = c.hints(owner, addr)
-		}
-		h.Set(MetadataServedBy, c.self)
-		_ = ss.SetHeader(h)
+		_ = ss.SetHeader(c.relayHints(hdr, owner, addr))
 	}
 	for relayed := 0; ; relayed++ {
 		m := mi.out.New().Interface()

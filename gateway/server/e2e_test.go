@@ -312,6 +312,14 @@ func TestBadInput(t *testing.T) {
 			_, err := h.client.RunJob(ctx, &sessiongatev1.RunJobRequest{SessionId: id, Agent: "echo", Input: big})
 			return err
 		}, codes.ResourceExhausted, "max_input_bytes=1024"},
+		{"run input of many small numbers", func() error {
+			nums := make([]any, 500) // [0,1,…,499]: 1,891 bytes of JSON
+			for i := range nums {
+				nums[i] = float64(i)
+			}
+			_, err := h.client.RunJob(ctx, &sessiongatev1.RunJobRequest{SessionId: id, Agent: "echo", Input: mustValue(t, nums)})
+			return err
+		}, codes.ResourceExhausted, "input is more than 1024 bytes of JSON; cap max_input_bytes=1024"},
 		{"run bad agent input", func() error {
 			_, err := h.client.RunJob(ctx, &sessiongatev1.RunJobRequest{SessionId: id, Agent: "sleep", Input: mustValue(t, "soon")})
 			return err

@@ -52,6 +52,16 @@ func at(seg string, err error) error {
 // a plain JS object into one), and taking it as null would run the job on
 // input the caller never meant.
 func appendJSON(b []byte, v *structpb.Value) ([]byte, error) {
+	return appendJSONMax(b, v, math.MaxInt)
+}
+
+// errTooLong is appendJSONMax's error for text longer than its max.
+var errTooLong = errors.New("JSON text too long")
+
+// appendJSONMax is appendJSON that gives up with errTooLong once the text
+// passes max bytes (it may have gone past by one string's length by then):
+// a caller with a cap learns it before the whole text is made.
+func appendJSONMax(b []byte, v *structpb.Value, max int) ([]byte, error) {
 	switch k := v.GetKind().(type) {
 	case nil:
 		return nil, &valueError{noKind: true}
@@ -66,7 +76,10 @@ func appendJSON(b []byte, v *structpb.Value) ([]byte, error) {
 		}
 		return appendNumber(b, f), nil
 	case *structpb.Value_StringValue:
-		return appendString(b, k.StringValue), nil
+		if b = appendString(b, k.StringValue); len(b) > max {
+			return nil, errTooLong
+		}
+		return b, nil
 	case *structpb.Value_ListValue:
 		b = append(b, '[')
 		for i, e := range k.ListValue.GetValues() {
@@ -74,8 +87,14 @@ func appendJSON(b []byte, v *structpb.Value) ([]byte, error) {
 				b = append(b, ',')
 			}
 			var err error
-			if b, err = appendJSON(b, e); err != nil {
+			if b, err = appendJSONMax(b, e, max); err != nil {
+				if err == errTooLong {
+					return nil, err
+				}
 				return nil, at(".list_value.values["+strconv.Itoa(i)+"]", err)
+			}
+			if len(b) > max {
+				return nil, errTooLong
 			}
 		}
 		return append(b, ']'), nil
@@ -94,8 +113,14 @@ func appendJSON(b []byte, v *structpb.Value) ([]byte, error) {
 			b = appendString(b, key)
 			b = append(b, ':')
 			var err error
-			if b, err = appendJSON(b, fields[key]); err != nil {
+			if b, err = appendJSONMax(b, fields[key], max); err != nil {
+				if err == errTooLong {
+					return nil, err
+				}
 				return nil, at(".struct_value.fields["+strconv.Quote(key)+"]", err)
+			}
+			if len(b) > max {
+				return nil, errTooLong
 			}
 		}
 		return append(b, '}'), nil
@@ -163,7 +188,8 @@ func appendString(b []byte, s string) []byte {
 // of the API), so that one odd event never ends a stream. Empty input is a
 // nil Value.
 //
-// The strict protojson reader is tried first; what it rejects only for
+// parseValue reads the common text directly; then the strict protojson
+// reader is tried; what it rejects only for
 // being unusual (duplicate object keys) is read leniently with
 // encoding/json's rules: the last of duplicate keys wins, as in JavaScript,
 // Python and Go.
@@ -171,6 +197,14 @@ func jsonValue(raw []byte) (v *structpb.Value, ok bool) {
 	if len(raw) == 0 {
 		return nil, true
 	}
+	if v, ok := parseValue(raw); ok {
+		return v, true
+	}
+	return jsonValueSlow(raw)
+}
+
+// jsonValueSlow is jsonValue without its fast path (parseValue).
+func jsonValueSlow(raw []byte) (v *structpb.Value, ok bool) {
 	v = &structpb.Value{}
 	if protojson.Unmarshal(raw, v) == nil {
 		return v, true

@@ -119,3 +119,36 @@ func BenchmarkInputJSON(b *testing.B) {
 		}
 	})
 }
+
+// TestAppendJSONMax: the cap is on the JSON text, exact at its boundary,
+// and reported as errTooLong from any depth, before the rest is made.
+func TestAppendJSONMax(t *testing.T) {
+	for _, in := range []any{
+		"a string of some length",
+		[]any{1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0},
+		map[string]any{"a": []any{map[string]any{"b": "deep down"}}, "c": 1.0},
+	} {
+		v := mustNew(t, in)
+		full, err := appendJSON(nil, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := appendJSONMax(nil, v, len(full)); err != nil || string(got) != string(full) {
+			t.Fatalf("%s at a cap of its own length: %q %v", full, got, err)
+		}
+		// Containers and strings are checked as they are made; a cap one
+		// short of the text is refused at the latest at its end.
+		if got, err := appendJSONMax(nil, v, len(full)-1); err != errTooLong && len(got) <= len(full)-1 {
+			t.Fatalf("%s at a cap one short: %q %v", full, got, err)
+		}
+		if _, err := appendJSONMax(nil, v, 3); err != errTooLong {
+			t.Fatalf("%s at a cap of 3: %v, want errTooLong", full, err)
+		}
+	}
+	// A value with no kind deep inside still names its path.
+	bad := structpb.NewListValue(&structpb.ListValue{Values: []*structpb.Value{structpb.NewNullValue(), {}}})
+	var ve *valueError
+	if _, err := appendJSONMax(nil, bad, 1<<20); !errors.As(err, &ve) || ve.path != ".list_value.values[1]" {
+		t.Fatalf("no-kind error under a cap: %v", err)
+	}
+}

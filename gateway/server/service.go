@@ -268,19 +268,14 @@ func (s *service) submitPayload(req jobRequest) (arcp.Submit, error) {
 	}
 	sub := arcp.Submit{Agent: agent, IdempotencyKey: req.GetIdempotencyKey(), MaxRuntimeSec: int(req.GetMaxRuntimeSec())}
 	if in := req.GetInput(); in != nil {
-		if sz := marshalSize(in); sz > s.maxInputBytes {
+		raw, err := appendJSONMax(make([]byte, 0, 64), in, s.maxInputBytes)
+		if err == errTooLong || err == nil && len(raw) > s.maxInputBytes {
 			return arcp.Submit{}, gatewayStatus(codes.ResourceExhausted, "CAP_EXCEEDED",
-				fmt.Sprintf("input is %d bytes; cap max_input_bytes=%d", sz, s.maxInputBytes),
+				fmt.Sprintf("input is more than %d bytes of JSON; cap max_input_bytes=%d", s.maxInputBytes, s.maxInputBytes),
 				map[string]string{"cap": "max_input_bytes"})
 		}
-		raw, err := appendJSON(make([]byte, 0, 64), in)
 		if err != nil {
 			return arcp.Submit{}, inputError(err)
-		}
-		if len(raw) > s.maxInputBytes {
-			return arcp.Submit{}, gatewayStatus(codes.ResourceExhausted, "CAP_EXCEEDED",
-				fmt.Sprintf("input is %d bytes of JSON; cap max_input_bytes=%d", len(raw), s.maxInputBytes),
-				map[string]string{"cap": "max_input_bytes"})
 		}
 		sub.Input = raw
 	}

@@ -33,3 +33,25 @@ func BenchmarkSubmitWait(b *testing.B) {
 		c.Forget(acc.JobID)
 	}
 }
+
+// BenchmarkStreamEvents: one job of 200 events at a time (Submit, then
+// watch every event and the result), against the reference runtime in the
+// same process: the per-event cost of the reader, the ack bookkeeping and
+// the watcher.
+func BenchmarkStreamEvents(b *testing.B) {
+	srv := runtimeServer(b, arcpruntime.Options{})
+	c := dial(b, baseConfig(srv.URL()))
+	ctx := context.Background()
+	in := streamInput(b, 200, 0)
+	b.ReportAllocs()
+	for b.Loop() {
+		acc, err := c.Submit(ctx, arcp.Submit{Agent: "stream", Input: in})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if items := watchAll(b, ctx, c, acc.JobID, 0); len(items) < 200 {
+			b.Fatalf("%d items", len(items))
+		}
+		c.Forget(acc.JobID)
+	}
+}

@@ -464,7 +464,10 @@ func TestCloseFallsBackToBye(t *testing.T) {
 	if err := c.CloseWithReason(ctx, "done for today"); err != nil {
 		t.Fatalf("Close = %v, want a clean close through session.bye", err)
 	}
-	// The session is gone upstream: a takeover with its token is refused.
+	// session.bye has no answer, so Close returns once it is queued: the
+	// runtime ends the session when it reads it, which may be a moment
+	// later. Once it has, a takeover with the session's token is refused.
+	waitFor(ctx, t, "the runtime to end the session", func() bool { return srv.Runtime().Stats().Sessions == 0 })
 	cfg2 := baseConfig(srv.URL())
 	cfg2.Resume = &upstream.ResumeFrom{SessionID: sid, ResumeToken: tok}
 	if _, err := upstream.Dial(ctx, cfg2); err == nil {

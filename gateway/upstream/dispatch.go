@@ -575,7 +575,8 @@ func (c *Conn) closeConfirmedLocked() {
 // closeRefusedLocked answers a session.error received while closing: the
 // runtime does not know session.close, so session.bye (which every runtime
 // knows and which needs no answer) ends the session; the close counts as
-// confirmed once bye is written.
+// confirmed once bye is queued, and the runtime ends the session when it
+// reads it.
 func (c *Conn) closeRefusedLocked() {
 	if c.byeQueued {
 		return

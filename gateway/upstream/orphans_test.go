@@ -37,11 +37,16 @@ func TestEventsOfUnknownJobAreOrphans(t *testing.T) {
 	if got := c.OrphanJobs(); len(got) != 1 || got[0] != acc.JobID {
 		t.Fatalf("orphans %v", got)
 	}
+	// The three events are late answers; the runtime's answer to the
+	// orphan's cancel may already have arrived and be a fourth.
 	ctr := cfgCounters(c)
-	if ctr.OrphansCancelled.Load() != 1 || ctr.LateAnswers.Load() != 3 {
-		t.Fatalf("orphans cancelled %d, late answers %d", ctr.OrphansCancelled.Load(), ctr.LateAnswers.Load())
+	if ctr.OrphansCancelled.Load() != 1 || ctr.LateAnswers.Load() < 3 {
+		t.Fatalf("orphans cancelled %d, late answers %d; want 1 and at least 3", ctr.OrphansCancelled.Load(), ctr.LateAnswers.Load())
 	}
 	waitFor(ctx, t, "the cancel upstream", func() bool { return rt.Cancelled(acc.JobID) })
+	if n := ctr.OrphansCancelled.Load(); n != 1 {
+		t.Fatalf("the orphan was cancelled %d times, want once", n)
+	}
 	if _, err := c.Watch(acc.JobID, 0); !errors.Is(err, upstream.ErrUnknownJob) {
 		t.Fatalf("Watch of an orphan = %v", err)
 	}

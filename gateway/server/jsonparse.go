@@ -115,19 +115,12 @@ func (r *jsonReader) object(depth int) (*structpb.Value, bool) {
 			return nil, false
 		}
 		fields[k] = v
-		r.space()
-		if r.i >= len(r.b) {
+		done, ok := r.after('}')
+		if !ok {
 			return nil, false
 		}
-		switch r.b[r.i] {
-		case ',':
-			r.i++
-			r.space()
-		case '}':
-			r.i++
+		if done {
 			return structpb.NewStructValue(&structpb.Struct{Fields: fields}), true
-		default:
-			return nil, false
 		}
 	}
 }
@@ -146,21 +139,34 @@ func (r *jsonReader) list(depth int) (*structpb.Value, bool) {
 			return nil, false
 		}
 		vals = append(vals, v)
-		r.space()
-		if r.i >= len(r.b) {
+		done, ok := r.after(']')
+		if !ok {
 			return nil, false
 		}
-		switch r.b[r.i] {
-		case ',':
-			r.i++
-			r.space()
-		case ']':
-			r.i++
+		if done {
 			return structpb.NewListValue(&structpb.ListValue{Values: vals}), true
-		default:
-			return nil, false
 		}
 	}
+}
+
+// after reads what follows a member of an object or list: a comma (and
+// the space after it) before the next member, or end, which closes it
+// (done). Anything else is not JSON.
+func (r *jsonReader) after(end byte) (done, ok bool) {
+	r.space()
+	if r.i >= len(r.b) {
+		return false, false
+	}
+	switch r.b[r.i] {
+	case ',':
+		r.i++
+		r.space()
+		return false, true
+	case end:
+		r.i++
+		return true, true
+	}
+	return false, false
 }
 
 // str reads a string at r.i (an opening quote): the plain bytes are

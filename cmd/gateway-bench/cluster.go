@@ -134,10 +134,12 @@ func (b *bench) clusterForward(ctx context.Context, r *clusterResult) (err error
 			return []callFunc{runJobCaller(cc, id)}, func() error { return closeSession(ctx, ccA[0], id) }, nil
 		}
 	}
-	// Interleaved, call by call, each on a fresh session: see runPairSerial.
-	if r.Local, r.Forwarded, err = b.measurePair(ctx, "9a cluster RunJob, local and forwarded", through(ccA[0]), through(ccB[0])); err != nil {
+	// Interleaved, call by call, each on a fresh session: see runInterleaved.
+	p, err := b.measureSet(ctx, "9a cluster RunJob, local and forwarded", 1, through(ccA[0]), through(ccB[0]))
+	if err != nil {
 		return err
 	}
+	r.Local, r.Forwarded = p[0], p[1]
 	r.ForwardRatio = float64(r.Forwarded.P50Ns) / float64(r.Local.P50Ns)
 	b.progress("9a forwarded p50 ÷ local p50 = %.3f", r.ForwardRatio)
 	return nil

@@ -181,13 +181,19 @@ func connsFor(concurrency, workersPerConn, available int) int {
 	return min(max((concurrency+workersPerConn-1)/workersPerConn, 1), available)
 }
 
-// runPairSerial calls a and b alternately, one call at a time, until b is
-// reached (maxCalls counts the calls of each), timing each side on its own:
-// two serial points taken over the same stretch of time, so that a machine
-// whose speed drifts (CPU steal, frequency) moves both alike and their
-// ratio keeps only what differs between them. Which of the two goes first
-// swaps every round. Each point's Seconds is the sum of its calls' times.
-func runPairSerial(ctx context.Context, a, b callFunc, bnd bounds) (pa, pb point, err error) {
+// runInterleaved runs serial points over the same stretch of time: one
+// call at a time, calls[0] block times, then calls[1] block times, and so
+// on round after round, until each has made bnd.maxCalls calls or the
+// duration has passed, timing each side on its own. A machine whose speed
+// drifts (CPU steal, frequency) then moves every side alike, and their
+// ratios keep only what differs between them. The side that goes first
+// rotates every round. A block longer than one call lets each side run on
+// caches warmed by its own calls rather than by the other sides'. Each
+// point's Seconds is the sum of its calls' times.
+func runInterleaved(ctx context.Context, calls []callFunc, block int, bnd bounds) ([]point, error) {
+	if len(calls) == 0 || block < 1 {
+		return nil, errors.New("interleaving needs callers and a block of at least one call")
+	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	watchdog := time.AfterFunc(bnd.duration+callGrace, func() {
@@ -195,40 +201,43 @@ func runPairSerial(ctx context.Context, a, b callFunc, bnd bounds) (pa, pb point
 	})
 	defer watchdog.Stop()
 	n := min(bnd.maxCalls, 1<<16)
-	ta, tb := make([]time.Duration, 0, n), make([]time.Duration, 0, n)
+	times := make([][]time.Duration, len(calls))
+	for i := range times {
+		times[i] = make([]time.Duration, 0, n)
+	}
 	deadline := time.Now().Add(bnd.duration)
-	one := func(call callFunc, into *[]time.Duration) error {
+	one := func(side int) error {
 		t0 := time.Now()
-		if err := call(ctx); err != nil {
+		if err := calls[side](ctx); err != nil {
 			if cause := context.Cause(ctx); cause != nil {
 				err = errors.Join(err, cause)
 			}
 			return err
 		}
-		*into = append(*into, time.Since(t0))
+		times[side] = append(times[side], time.Since(t0))
 		return nil
 	}
-	for i := 0; i < bnd.maxCalls && time.Now().Before(deadline); i++ {
-		first, second := a, b
-		firstT, secondT := &ta, &tb
-		if i%2 == 1 {
-			first, second, firstT, secondT = b, a, &tb, &ta
-		}
-		if err := one(first, firstT); err != nil {
-			return pa, pb, err
-		}
-		if err := one(second, secondT); err != nil {
-			return pa, pb, err
+	for made := 0; made < bnd.maxCalls && time.Now().Before(deadline); made += block {
+		round := made / block
+		for k := range calls {
+			side := (round + k) % len(calls)
+			for range min(block, bnd.maxCalls-made) {
+				if err := one(side); err != nil {
+					return nil, err
+				}
+			}
 		}
 	}
-	if len(ta) == 0 || len(tb) == 0 {
-		return pa, pb, errors.New("no call completed")
-	}
-	sum := func(ts []time.Duration) (s time.Duration) {
+	pts := make([]point, len(calls))
+	for i, ts := range times {
+		if len(ts) == 0 {
+			return nil, errors.New("no call completed")
+		}
+		var sum time.Duration
 		for _, t := range ts {
-			s += t
+			sum += t
 		}
-		return s
+		pts[i] = summarize(ts, 1, sum)
 	}
-	return summarize(ta, 1, sum(ta)), summarize(tb, 1, sum(tb)), nil
+	return pts, nil
 }

@@ -9,23 +9,41 @@ import (
 	"time"
 )
 
-// TestRunPairSerial: the two sides alternate, the side that goes first
-// swaps every round, each side makes maxCalls calls, and the first error
-// ends the pair with that error.
-func TestRunPairSerial(t *testing.T) {
+// TestRunInterleaved: the sides take turns block calls at a time, the side
+// that goes first rotates every round, each side makes maxCalls calls (the
+// last block cut short), and the first error ends the set with that error.
+func TestRunInterleaved(t *testing.T) {
 	var order strings.Builder
 	side := func(name string) callFunc {
 		return func(context.Context) error { order.WriteString(name); return nil }
 	}
-	pa, pb, err := runPairSerial(context.Background(), side("a"), side("b"), bounds{time.Minute, 3})
-	if err != nil {
-		t.Fatal(err)
+	cases := []struct {
+		sides    string
+		block, n int
+		want     string
+	}{
+		{"ab", 1, 3, "abbaab"},
+		{"abc", 2, 5, "aabbccbbccaacab"},
+		{"abc", 3, 3, "aaabbbccc"},
 	}
-	if got := order.String(); got != "abbaab" {
-		t.Errorf("call order %q, want abbaab", got)
-	}
-	if pa.Calls != 3 || pb.Calls != 3 || pa.Concurrency != 1 || pb.Concurrency != 1 {
-		t.Errorf("points %+v and %+v: want 3 calls each at concurrency 1", pa, pb)
+	for _, tc := range cases {
+		order.Reset()
+		calls := make([]callFunc, len(tc.sides))
+		for i, r := range tc.sides {
+			calls[i] = side(string(r))
+		}
+		pts, err := runInterleaved(context.Background(), calls, tc.block, bounds{time.Minute, tc.n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := order.String(); got != tc.want {
+			t.Errorf("%s by %d, %d calls: order %q, want %q", tc.sides, tc.block, tc.n, got, tc.want)
+		}
+		for i, p := range pts {
+			if p.Calls != tc.n || p.Concurrency != 1 {
+				t.Errorf("%s by %d: side %d made %d calls at concurrency %d, want %d at 1", tc.sides, tc.block, i, p.Calls, p.Concurrency, tc.n)
+			}
+		}
 	}
 
 	boom := errors.New("boom")
@@ -37,12 +55,15 @@ func TestRunPairSerial(t *testing.T) {
 		return nil
 	}
 	order.Reset()
-	if _, _, err := runPairSerial(context.Background(), side("a"), failing, bounds{time.Minute, 100}); !errors.Is(err, boom) {
+	if _, err := runInterleaved(context.Background(), []callFunc{side("a"), failing}, 1, bounds{time.Minute, 100}); !errors.Is(err, boom) {
 		t.Errorf("err = %v, want boom", err)
 	}
 	// Round 0: a, then b's first call; round 1: b first, which fails.
 	if got := order.String(); got != "a" || n != 2 {
-		t.Errorf("calls before the failure: a %q, b %d; want a once, b twice (the pair stops at the error)", got, n)
+		t.Errorf("calls before the failure: a %q, b %d; want a once, b twice (the set stops at the error)", got, n)
+	}
+	if _, err := runInterleaved(context.Background(), []callFunc{side("a")}, 0, bounds{time.Minute, 1}); err == nil {
+		t.Error("a block of 0 calls was accepted")
 	}
 }
 

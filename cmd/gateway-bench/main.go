@@ -14,7 +14,8 @@
 //
 //  1. ARCP direct: an upstream.Conn (the gateway's own ARCP client, with the
 //     gateway's upstream settings and features) runs the runtime's echo
-//     agent: Submit, then Wait for the result. Serial: one connection.
+//     agent: Submit, then Wait for the result. Serial: one connection (see
+//     "How" for how the three serial points are taken together).
 //     Concurrent: one connection per worker, as the gateway has one upstream
 //     connection per session.
 //  2. gRPC no-op: a bare grpc.Server (no options, no interceptors) with a
@@ -74,7 +75,10 @@
 // client setup for the no-op and the gateway. Serial points (concurrency 1,
 // the latency figures) run -serial-calls calls on a fresh session or ARCP
 // connection: a session keeps its finished jobs for minutes, and two sides
-// of a ratio must not differ in the job history their session carries. Any
+// of a ratio must not differ in the job history their session carries.
+// The sides of a ratio of serial points are measured over the same stretch
+// of time, taking turns (runInterleaved): the three of the p50 ratio (1, 2
+// and 3) in blocks of 20 calls, 9a's two call by call. Any
 // failed call aborts the run: figures from a point with errors would mean
 // nothing. Each point also reports the CPU time of this process and the
 // runtime child per call.
@@ -251,7 +255,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.IntVar(&tombs, "tombstones", 0, "tombstone entries of section 7 (default 1000000, 100000 with -short)")
 	fs.IntVar(&icptOps, "interceptor-iterations", 0, "calls per round in section 8 (default 1000000, 200000 with -short)")
 	fs.IntVar(&gcMin, "gc-min-heap-mib", gctuner.DefaultMinHeapMiB, "the garbage collector's least heap goal for this process, as cmd/gateway's --gc-min-heap-mib (0: Go's defaults)")
-	fs.StringVar(&o.cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the gateway sections (3-6) to `file`")
+	fs.StringVar(&o.cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the gateway's concurrent points and sections 5, 6 and 9a to `file`")
 	fs.StringVar(&o.cfg.MemProfile, "memprofile", "", "write a heap profile with the most sessions open to `file`")
 	if err := fs.Parse(args); err != nil {
 		return nil, err

@@ -125,8 +125,8 @@ func (b *bench) services(ctx context.Context, rep *report) (err error) {
 	if rep.ARCP, err = b.arcpDirect(ctx); err != nil {
 		return fmt.Errorf("1 ARCP direct: %w", err)
 	}
-	if rep.Noop, err = b.noopCalls(ctx); err != nil {
-		return fmt.Errorf("2 gRPC no-op: %w", err)
+	if err := b.serialPoints(ctx, rep); err != nil {
+		return fmt.Errorf("1-3 serial: %w", err)
 	}
 	stopProfile, err := startCPUProfile(b.cfg.CPUProfile)
 	if err != nil {
@@ -269,45 +269,47 @@ func quietest[T any](try func() (T, float64, error)) (T, error) {
 	return best, nil
 }
 
-// measurePair measures two serial points at once, interleaved call by
-// call (runPairSerial), each on the callers its workload prepares (one
+// measureSet measures serial points at once, interleaved block calls at a
+// time (runInterleaved), each on the callers its workload prepares (one
 // each), with measure's warm-up and its retries of a disturbed attempt.
-func (b *bench) measurePair(ctx context.Context, name string, wa, wb workload) (pa, pb point, err error) {
-	best, err := quietest(func() ([2]point, float64, error) {
-		p, err := b.attemptPair(ctx, wa, wb)
+func (b *bench) measureSet(ctx context.Context, name string, block int, works ...workload) ([]point, error) {
+	return quietest(func() ([]point, float64, error) {
+		p, err := b.attemptSet(ctx, block, works)
 		if err != nil {
 			return p, 0, fmt.Errorf("%s: %w", name, err)
 		}
-		b.progress("%-30s p50 %s and %s interleaved (%d + %d calls, other CPU %.0f%%)",
-			name, us(p[0].P50Ns), us(p[1].P50Ns), p[0].Calls, p[1].Calls, 100*p[0].OtherCPU)
+		p50s, calls := make([]string, len(p)), make([]string, len(p))
+		for i, pt := range p {
+			p50s[i], calls[i] = us(pt.P50Ns), strconv.Itoa(pt.Calls)
+		}
+		b.progress("%-30s p50 %s interleaved by %d (%s calls, other CPU %.0f%%)",
+			name, strings.Join(p50s, " / "), block, strings.Join(calls, " + "), 100*p[0].OtherCPU)
 		return p, p[0].OtherCPU, nil
 	})
-	return best[0], best[1], err
 }
 
-func (b *bench) attemptPair(ctx context.Context, wa, wb workload) (p [2]point, err error) {
-	ca, ra, err := wa(ctx)
-	if err != nil {
-		return p, err
+func (b *bench) attemptSet(ctx context.Context, block int, works []workload) (p []point, err error) {
+	calls := make([]callFunc, 0, len(works))
+	for _, w := range works {
+		c, release, err := w(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer func() { err = errors.Join(err, release()) }()
+		if len(c) != 1 {
+			return nil, errors.New("an interleaved set needs one caller on each side")
+		}
+		calls = append(calls, c[0])
 	}
-	defer func() { err = errors.Join(err, ra()) }()
-	cb, rb, err := wb(ctx)
-	if err != nil {
-		return p, err
-	}
-	defer func() { err = errors.Join(err, rb()) }()
-	if len(ca) != 1 || len(cb) != 1 {
-		return p, errors.New("an interleaved pair needs one caller on each side")
-	}
-	if _, _, err := runPairSerial(ctx, ca[0], cb[0], b.cfg.SerialWarmup); err != nil {
-		return p, fmt.Errorf("warm-up: %w", err)
+	if _, err := runInterleaved(ctx, calls, block, b.cfg.SerialWarmup); err != nil {
+		return nil, fmt.Errorf("warm-up: %w", err)
 	}
 	before, after, wall, err := b.sampled(func() (err error) {
-		p[0], p[1], err = runPairSerial(ctx, ca[0], cb[0], b.cfg.Serial)
+		p, err = runInterleaved(ctx, calls, block, b.cfg.Serial)
 		return err
 	})
 	if err != nil {
-		return p, err
+		return nil, err
 	}
 	for i := range p {
 		p[i].OtherCPU = otherCPU(before, after, wall)

@@ -15,8 +15,22 @@ import (
 // not differ in the history their session carries. Concurrent points
 // spread their calls over one session per worker, far fewer per session.
 
-// arcpDirect is section 1: the gateway's ARCP client straight to the runtime.
-func (b *bench) arcpDirect(ctx context.Context) (r serviceResult, err error) {
+// serialBlock is how many calls each side of the p50 ratio makes in turn
+// (see runInterleaved): about 5 ms of calls, so that the blocks alternate
+// far faster than the machine's speed drifts, while each side still runs
+// mostly on caches its own calls warmed.
+const serialBlock = 20
+
+// serialPoints is the p50 ratio's three serial points, sections 1, 2 and
+// 3 at concurrency 1: the ARCP client on a fresh connection, the no-op,
+// and RunJob on a fresh session, the only one open, interleaved in blocks
+// of serialBlock calls. Measured one section after the other, tens of
+// seconds apart, the ratio took in each side's own stretch of the
+// machine's speed: one build gave 1.20 – 1.63 over five runs, and the ARCP
+// point, the first measured after the runtime child started, ran slower
+// than it does interleaved (166 against 145 µs in two runs of one hour).
+// Interleaved, three runs of that build gave 1.68 – 1.69.
+func (b *bench) serialPoints(ctx context.Context, rep *report) error {
 	fresh := func(ctx context.Context) ([]callFunc, func() error, error) {
 		conns, err := dialARCP(ctx, b.rt.url, 1)
 		if err != nil {
@@ -24,9 +38,18 @@ func (b *bench) arcpDirect(ctx context.Context) (r serviceResult, err error) {
 		}
 		return []callFunc{arcpCaller(conns[0])}, func() error { closeARCP(conns); return nil }, nil
 	}
-	if r.Serial, err = b.measure(ctx, pointSpec{name: "1 ARCP direct echo", serial: true, conns: 1, work: fresh}); err != nil {
-		return r, err
+	noop := reuse([]callFunc{noopCaller(b.noopConns[0])})
+	p, err := b.measureSet(ctx, "1-3 ARCP / no-op / RunJob", serialBlock, fresh, noop, b.freshSession)
+	if err != nil {
+		return err
 	}
+	rep.ARCP.Serial, rep.Noop.Serial, rep.RunJob.Serial = p[0], p[1], p[2]
+	return nil
+}
+
+// arcpDirect is section 1's concurrent point: the gateway's ARCP client
+// straight to the runtime. Its serial point is in serialPoints.
+func (b *bench) arcpDirect(ctx context.Context) (r serviceResult, err error) {
 	conns, err := dialARCP(ctx, b.rt.url, b.cfg.Concurrency)
 	if err != nil {
 		return r, err
@@ -40,20 +63,12 @@ func (b *bench) arcpDirect(ctx context.Context) (r serviceResult, err error) {
 	return r, err
 }
 
-// noopCalls is section 2's serial point: the bare grpc-go service, one
-// call at a time. Its concurrent point is noopConcurrent.
-func (b *bench) noopCalls(ctx context.Context) (r serviceResult, err error) {
-	serial := reuse([]callFunc{noopCaller(b.noopConns[0])})
-	r.Serial, err = b.measure(ctx, pointSpec{name: "2 gRPC no-op", serial: true, conns: 1, work: serial})
-	return r, err
-}
-
-// noopConcurrent is section 2's concurrent point. It runs right before
-// section 4's, the probe it is the baseline of: measured after section 1
-// instead, while the runtime child was still settling from 64 closed
-// connections, it came out anywhere from 82,000 to 111,000 calls/s (16.7
-// to 22.7 µs of CPU per call) from run to run, and 110,000 to 116,000
-// measured again later in the same runs.
+// noopConcurrent is section 2's concurrent point (its serial point is in
+// serialPoints). It runs right before section 4's, the probe it is the
+// baseline of: measured after section 1 instead, while the runtime child
+// was still settling from 64 closed connections, it came out anywhere from
+// 82,000 to 111,000 calls/s (16.7 to 22.7 µs of CPU per call) from run to
+// run, and 110,000 to 116,000 measured again later in the same runs.
 func (b *bench) noopConcurrent(ctx context.Context) (point, error) {
 	calls := make([]callFunc, b.cfg.Concurrency)
 	for w := range calls {
@@ -73,16 +88,10 @@ func (b *bench) freshSession(ctx context.Context) ([]callFunc, func() error, err
 	return []callFunc{runJobCaller(cc0, id)}, func() error { return closeSession(ctx, cc0, id) }, nil
 }
 
-// gatewayCalls is sections 3 and 4. The serial RunJob point runs on a
-// fresh session, the only one open; the concurrent points (the probe's,
-// then RunJob's) on one session per worker, closed again afterwards.
+// gatewayCalls is the concurrent points of sections 3 and 4 (the probe's,
+// then RunJob's), on one session per worker, closed again afterwards.
 func (b *bench) gatewayCalls(ctx context.Context, rep *report) (err error) {
 	cc0 := b.gwConns[0]
-	rep.RunJob.Serial, err = b.measure(ctx, pointSpec{name: "3 gateway RunJob(echo)", serial: true, conns: 1, sessions: 1, work: b.freshSession})
-	if err != nil {
-		return err
-	}
-
 	var ids []string
 	defer func() {
 		for _, id := range ids {

@@ -135,8 +135,12 @@ func (b *bench) clusterForward(ctx context.Context, r *clusterResult) (err error
 		}
 	}
 	// Interleaved, call by call, each on a fresh session: see runInterleaved.
-	p, err := b.measureSet(ctx, "9a cluster RunJob, local and forwarded", 1, through(ccA[0]), through(ccB[0]))
+	stop, err := startTrace(b.cfg.Trace, "9a")
 	if err != nil {
+		return err
+	}
+	p, err := b.measureSet(ctx, "9a cluster RunJob, local and forwarded", 1, through(ccA[0]), through(ccB[0]))
+	if err = errors.Join(err, stop()); err != nil {
 		return err
 	}
 	r.Local, r.Forwarded = p[0], p[1]

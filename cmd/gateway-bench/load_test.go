@@ -122,3 +122,27 @@ func TestSampleCPU(t *testing.T) {
 		t.Fatalf("sample of pid 1 and this process %+v after %+v: want last ≥ %v and ours ≥ last", both, b, b.last)
 	}
 }
+
+// TestStartTrace: no prefix traces nothing; a prefix names the file after
+// the set, and the file is an execution trace once stop returns.
+func TestStartTrace(t *testing.T) {
+	stop, err := startTrace("", "serial")
+	if err != nil || stop() != nil {
+		t.Fatalf("no prefix: %v", err)
+	}
+	prefix := t.TempDir() + "/run"
+	stop, err = startTrace(prefix, "9a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(prefix + "-9a.trace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(b), "go 1.") || !strings.Contains(string(b[:16]), " trace") {
+		t.Errorf("%s-9a.trace begins %q, want an execution trace's header", prefix, b[:min(len(b), 16)])
+	}
+}

@@ -192,6 +192,7 @@ type config struct {
 	GCMinHeapMiB         int // gateway/gctuner's least heap goal; 0 = Go's defaults // calls per round in section 8
 	CPUProfile           string
 	MemProfile           string
+	Trace                string // prefix of the execution traces of the interleaved serial sets ("" = none)
 	RuntimeCmd           []string  // the runtime child's command line
 	Progress             io.Writer // progress lines; nil discards them
 	GatewayLog           io.Writer // the gateway's log; nil discards it
@@ -257,6 +258,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.IntVar(&gcMin, "gc-min-heap-mib", gctuner.DefaultMinHeapMiB, "the garbage collector's least heap goal for this process, as cmd/gateway's --gc-min-heap-mib (0: Go's defaults)")
 	fs.StringVar(&o.cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the gateway's concurrent points and sections 5, 6 and 9a to `file`")
 	fs.StringVar(&o.cfg.MemProfile, "memprofile", "", "write a heap profile with the most sessions open to `file`")
+	fs.StringVar(&o.cfg.Trace, "trace", "", "write execution traces of the interleaved serial sets to `prefix`-serial.trace (1-3) and prefix-9a.trace, for go tool trace")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -275,7 +277,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 		mode = "short"
 	}
 	c := modeConfig(mode)
-	c.CPUProfile, c.MemProfile = o.cfg.CPUProfile, o.cfg.MemProfile
+	c.CPUProfile, c.MemProfile, c.Trace = o.cfg.CPUProfile, o.cfg.MemProfile, o.cfg.Trace
 	c.GCMinHeapMiB = gcMin
 	setIf(&c.Point.duration, duration)
 	setIf(&c.Warmup.duration, warmup)

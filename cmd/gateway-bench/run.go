@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"strconv"
 	"strings"
 	"time"
@@ -374,6 +375,27 @@ func startCPUProfile(path string) (stop func(), err error) {
 			pprof.StopCPUProfile()
 			f.Close()
 		}
+	}, nil
+}
+
+// startTrace starts an execution trace of the set named set, to
+// prefix-set.trace (prefix "" = none), and returns a stop that ends it
+// and reports the file's errors.
+func startTrace(prefix, set string) (stop func() error, err error) {
+	if prefix == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(prefix + "-" + set + ".trace")
+	if err != nil {
+		return nil, err
+	}
+	if err := trace.Start(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() error {
+		trace.Stop()
+		return f.Close()
 	}, nil
 }
 

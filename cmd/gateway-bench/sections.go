@@ -30,7 +30,7 @@ const serialBlock = 20
 // point, the first measured after the runtime child started, ran slower
 // than it does interleaved (166 against 145 µs in two runs of one hour).
 // Interleaved, three runs of that build gave 1.68 – 1.69.
-func (b *bench) serialPoints(ctx context.Context, rep *report) error {
+func (b *bench) serialPoints(ctx context.Context, rep *report) (err error) {
 	fresh := func(ctx context.Context) ([]callFunc, func() error, error) {
 		conns, err := dialARCP(ctx, b.rt.url, 1)
 		if err != nil {
@@ -39,6 +39,11 @@ func (b *bench) serialPoints(ctx context.Context, rep *report) error {
 		return []callFunc{arcpCaller(conns[0])}, func() error { closeARCP(conns); return nil }, nil
 	}
 	noop := reuse([]callFunc{noopCaller(b.noopConns[0])})
+	stop, err := startTrace(b.cfg.Trace, "serial")
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, stop()) }()
 	p, err := b.measureSet(ctx, "1-3 ARCP / no-op / RunJob", serialBlock, fresh, noop, b.freshSession)
 	if err != nil {
 		return err

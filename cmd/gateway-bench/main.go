@@ -188,11 +188,11 @@ type config struct {
 	WorkersPerConn       int
 	Sessions             []int // idle session counts of section 5, ascending
 	Tombstones           int
-	InterceptorOps       int
-	GCMinHeapMiB         int // gateway/gctuner's least heap goal; 0 = Go's defaults // calls per round in section 8
+	InterceptorOps       int // calls per round in section 8
+	GCMinHeapMiB         int // gateway/gctuner's least heap goal; 0 = Go's defaults
 	CPUProfile           string
 	MemProfile           string
-	Trace                string // prefix of the execution traces of the interleaved serial sets ("" = none)
+	Trace                string    // prefix of the execution traces of the interleaved serial sets ("" = none)
 	RuntimeCmd           []string  // the runtime child's command line
 	Progress             io.Writer // progress lines; nil discards them
 	GatewayLog           io.Writer // the gateway's log; nil discards it

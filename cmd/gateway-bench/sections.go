@@ -25,11 +25,10 @@ const serialBlock = 20
 // 3 at concurrency 1: the ARCP client on a fresh connection, the no-op,
 // and RunJob on a fresh session, the only one open, interleaved in blocks
 // of serialBlock calls. Measured one section after the other, tens of
-// seconds apart, the ratio took in each side's own stretch of the
-// machine's speed: one build gave 1.20 – 1.63 over five runs, and the ARCP
-// point, the first measured after the runtime child started, ran slower
-// than it does interleaved (166 against 145 µs in two runs of one hour).
-// Interleaved, three runs of that build gave 1.68 – 1.69.
+// seconds apart, each side of the ratio took in its own stretch of the
+// machine's speed: four runs of one build gave 1.45 – 1.67 that way, and
+// five runs of the same gateway code, interleaved in the same spell, 1.62
+// – 1.70.
 func (b *bench) serialPoints(ctx context.Context, rep *report) (err error) {
 	fresh := func(ctx context.Context) ([]callFunc, func() error, error) {
 		conns, err := dialARCP(ctx, b.rt.url, 1)

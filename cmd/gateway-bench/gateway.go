@@ -15,7 +15,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/sessiongate/sessiongate/gateway/arcp"
 	"github.com/sessiongate/sessiongate/gateway/server"
 	"github.com/sessiongate/sessiongate/gateway/upstream"
 	sessiongatev1 "github.com/sessiongate/sessiongate/gen/sessiongate/v1"
@@ -34,8 +33,9 @@ func upstreamTemplate() upstream.Config {
 }
 
 // gatewayFeatures are the ARCP features the gateway requests when
-// OpenSession names none; the direct client requests the same.
-var gatewayFeatures = []string{arcp.FeatureHeartbeat, arcp.FeatureAck, arcp.FeatureListJobs, arcp.FeatureSubscribe}
+// OpenSession names none; the direct client requests the same, so that
+// the runtime holds the same session state behind both.
+var gatewayFeatures = server.DefaultFeatures()
 
 // gatewayServer is the production gateway (server.New, which installs the
 // whole interceptor chain, timeout profiles included) serving gRPC on a

@@ -42,6 +42,11 @@ var gatewayFeatures = []string{
 	arcp.FeatureLeaseExpiresAt, arcp.FeatureCostBudget, arcp.FeatureModelUse,
 }
 
+// DefaultFeatures returns the ARCP features the gateway requests upstream
+// when neither Config.Features nor OpenSession names any: every feature it
+// implements, in the order it requests them. The slice is the caller's.
+func DefaultFeatures() []string { return slices.Clone(gatewayFeatures) }
+
 // implementedFeatures keeps the features of fs the gateway implements. The
 // result is non-nil, so that an empty result requests none upstream.
 func implementedFeatures(fs []string) []string {

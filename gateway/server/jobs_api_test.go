@@ -67,6 +67,15 @@ func TestFeaturesInEffect(t *testing.T) {
 	if slices.Contains(open.GetFeatures(), arcp.FeatureProvisionedCredentials) || !slices.Equal(open.GetFeatures(), gatewayFeatures) {
 		t.Fatalf("default features %v, want %v", open.GetFeatures(), gatewayFeatures)
 	}
+	// DefaultFeatures says what was negotiated, and its slice is the caller's.
+	def := DefaultFeatures()
+	if !slices.Equal(def, open.GetFeatures()) {
+		t.Fatalf("DefaultFeatures %v, negotiated by default %v", def, open.GetFeatures())
+	}
+	def[0] = "teleport"
+	if gatewayFeatures[0] == "teleport" {
+		t.Fatal("DefaultFeatures handed out the gateway's own slice")
+	}
 	st, _ := h.client.GetSessionStatus(ctx, &sessiongatev1.GetSessionStatusRequest{SessionId: open.GetSessionId()})
 	if !slices.Equal(st.GetFeatures(), open.GetFeatures()) {
 		t.Fatalf("status features %v, open %v", st.GetFeatures(), open.GetFeatures())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -144,5 +145,47 @@ func TestStartTrace(t *testing.T) {
 	}
 	if !strings.HasPrefix(string(b), "go 1.") || !strings.Contains(string(b[:16]), " trace") {
 		t.Errorf("%s-9a.trace begins %q, want an execution trace's header", prefix, b[:min(len(b), 16)])
+	}
+}
+
+// TestAttemptSetReleases: every workload prepared is released, a release's
+// error reaches the caller with the points, and a workload that fails to
+// prepare ends the attempt after releasing the ones before it.
+func TestAttemptSetReleases(t *testing.T) {
+	self, err := os.FindProcess(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &bench{cfg: config{Serial: bounds{time.Minute, 4}, SerialWarmup: bounds{time.Minute, 1}},
+		rt: &runtimeChild{cmd: &exec.Cmd{Process: self}}}
+	released := map[string]int{}
+	errRelease, errPrepare := errors.New("release failed"), errors.New("prepare failed")
+	work := func(name string, releaseErr, prepareErr error) workload {
+		return func(context.Context) ([]callFunc, func() error, error) {
+			if prepareErr != nil {
+				return nil, nil, prepareErr
+			}
+			call := func(context.Context) error { return nil }
+			return []callFunc{call}, func() error { released[name]++; return releaseErr }, nil
+		}
+	}
+
+	p, err := b.attemptSet(context.Background(), 2, []workload{work("a", errRelease, nil), work("b", nil, nil)})
+	if !errors.Is(err, errRelease) {
+		t.Errorf("err = %v, want the release's error", err)
+	}
+	if len(p) != 2 || p[0].Calls != 4 || p[1].Calls != 4 {
+		t.Errorf("points %+v: want two of 4 calls each", p)
+	}
+	if released["a"] != 1 || released["b"] != 1 {
+		t.Errorf("released %v, want each once", released)
+	}
+
+	clear(released)
+	if _, err := b.attemptSet(context.Background(), 1, []workload{work("a", nil, nil), work("b", nil, errPrepare)}); !errors.Is(err, errPrepare) {
+		t.Errorf("err = %v, want the failed preparation's", err)
+	}
+	if released["a"] != 1 {
+		t.Errorf("released %v, want a released once after b failed to prepare", released)
 	}
 }

@@ -292,10 +292,11 @@ func (b *bench) measureSet(ctx context.Context, name string, block int, works ..
 func (b *bench) attemptSet(ctx context.Context, block int, works []workload) (p []point, err error) {
 	calls := make([]callFunc, 0, len(works))
 	for _, w := range works {
-		c, release, err := w(ctx)
-		if err != nil {
-			return nil, err
+		c, release, werr := w(ctx)
+		if werr != nil {
+			return nil, werr
 		}
+		// The named result: a release's error reaches the caller.
 		defer func() { err = errors.Join(err, release()) }()
 		if len(c) != 1 {
 			return nil, errors.New("an interleaved set needs one caller on each side")

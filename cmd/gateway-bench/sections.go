@@ -16,9 +16,10 @@ import (
 // spread their calls over one session per worker, far fewer per session.
 
 // serialBlock is how many calls each side of the p50 ratio makes in turn
-// (see runInterleaved): about 5 ms of calls, so that the blocks alternate
-// far faster than the machine's speed drifts, while each side still runs
-// mostly on caches its own calls warmed.
+// (see runInterleaved): from under a millisecond of no-op calls to about
+// 6 ms of RunJob, so that a round takes about 10 ms, far less than the
+// machine's speed takes to drift, while each side still runs mostly on
+// caches its own calls warmed.
 const serialBlock = 20
 
 // serialPoints is the p50 ratio's three serial points, sections 1, 2 and

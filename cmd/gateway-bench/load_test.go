@@ -143,8 +143,9 @@ func TestStartTrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(string(b), "go 1.") || !strings.Contains(string(b[:16]), " trace") {
-		t.Errorf("%s-9a.trace begins %q, want an execution trace's header", prefix, b[:min(len(b), 16)])
+	head := string(b[:min(len(b), 16)])
+	if !strings.HasPrefix(head, "go 1.") || !strings.Contains(head, " trace") {
+		t.Errorf("%s-9a.trace begins %q, want an execution trace's header", prefix, head)
 	}
 }
 

@@ -84,6 +84,25 @@ func (b *Budget) Reserve(caller string, n int64) error {
 	return nil
 }
 
+// Fits reports which cap, if any, would refuse n more units for caller
+// right now ("" when none would), without taking anything or counting a
+// refusal. It lets a holder free what it no longer needs before it
+// reserves, and only when that matters.
+func (b *Budget) Fits(caller string, n int64) Scope {
+	if n <= 0 {
+		return ""
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.perCaller > 0 && b.byCaller[caller]+n > b.perCaller {
+		return ScopeCaller
+	}
+	if b.total > 0 && b.used+n > b.total {
+		return ScopeGateway
+	}
+	return ""
+}
+
 // Release gives back n units caller holds. Releasing more than the caller
 // holds releases what it holds and is counted in Stats.Overreleased.
 func (b *Budget) Release(caller string, n int64) {

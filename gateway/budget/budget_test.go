@@ -16,6 +16,7 @@ var seedFlag = flag.Uint64("budget.seed", 0, "replay one property-test seed")
 // deliberately broken one.
 type ledger interface {
 	Reserve(caller string, n int64) error
+	Fits(caller string, n int64) Scope
 	Release(caller string, n int64)
 	Stats() Stats
 	InUse(caller string) int64
@@ -36,10 +37,25 @@ func checkSchedule(seed uint64, l ledger, total, perCaller int64) error {
 			n = r.Int64N(total + 2) // occasionally a large request
 		}
 		if r.IntN(2) == 0 {
-			err := l.Reserve(c, n)
-			var ee *ExceededError
 			fitsCaller := perCaller == 0 || held[c]+n <= perCaller
 			fitsTotal := total == 0 || sum+n <= total
+			wantScope := Scope("")
+			switch {
+			case n <= 0:
+			case !fitsCaller:
+				wantScope = ScopeCaller
+			case !fitsTotal:
+				wantScope = ScopeGateway
+			}
+			refused := l.Stats()
+			if got := l.Fits(c, n); got != wantScope {
+				return fmt.Errorf("step %d: Fits(%s, %d) = %q with caller %d, total %d (caps %d/%d), want %q", step, c, n, got, held[c], sum, perCaller, total, wantScope)
+			}
+			if st := l.Stats(); st != refused {
+				return fmt.Errorf("step %d: Fits changed the stats: %+v, then %+v", step, refused, st)
+			}
+			err := l.Reserve(c, n)
+			var ee *ExceededError
 			switch {
 			case err == nil:
 				if n > 0 && (!fitsCaller || !fitsTotal) {

@@ -128,11 +128,12 @@ type Table[C Conn] struct {
 	// the session leaves byID (removeLocked) or its Open fails.
 	sessions *budget.Budget
 
-	mu       sync.RWMutex
-	byID     map[string]*Session[C]              // guarded by mu
-	byCaller map[string]map[*Session[C]]struct{} // guarded by mu
-	draining bool                                // guarded by mu
-	drained  atomic.Bool                         // set with draining; read without mu
+	mu        sync.RWMutex
+	byID      map[string]*Session[C]              // guarded by mu
+	byCaller  map[string]map[*Session[C]]struct{} // guarded by mu
+	draining  bool                                // guarded by mu
+	prunedAll int64                               // guarded by mu: t.now() of the last scan of every session (0: none)
+	drained   atomic.Bool                         // set with draining; read without mu
 
 	closers sync.WaitGroup
 
@@ -210,7 +211,17 @@ func (t *Table[C]) reserve(caller string) error {
 	if t.draining {
 		return ErrDraining
 	}
-	t.pruneLostLocked(caller)
+	switch t.sessions.Fits(caller, 1) {
+	case budget.ScopeCaller:
+		t.pruneLostLocked(t.byCaller[caller])
+	case budget.ScopeGateway:
+		if now := t.now(); t.prunedAll == 0 || now-t.prunedAll >= int64(pruneAllEvery) {
+			t.prunedAll = now
+			for _, set := range t.byCaller {
+				t.pruneLostLocked(set)
+			}
+		}
+	}
 	return t.sessions.Reserve(caller, 1)
 }
 
@@ -220,10 +231,19 @@ func (t *Table[C]) unreserve(caller string) { t.sessions.Release(caller, 1) }
 // caller (registered sessions plus Opens in progress), for metrics.
 func (t *Table[C]) Sessions() *budget.Budget { return t.sessions }
 
-// pruneLostLocked forgets the caller's sessions whose upstream has ended, so
-// that they stop counting against the caps.
-func (t *Table[C]) pruneLostLocked(caller string) {
-	for s := range t.byCaller[caller] {
+// pruneAllEvery spaces the scans of every session for lost ones that an
+// Open at the gateway-wide cap makes: at 100k sessions a scan holds the
+// table's lock for milliseconds, which a caller retrying at the cap must
+// not be able to repeat at will.
+const pruneAllEvery = time.Second
+
+// pruneLostLocked forgets the sessions of set (one caller's) whose upstream
+// has ended, so that they stop counting against the caps. Open calls it only
+// when a cap would refuse it, so that an Open costs the same with 10 or 100k
+// sessions held; until then a lost session stays in the table, reported as
+// lost, until a call, its idle timer or such an Open removes it.
+func (t *Table[C]) pruneLostLocked(set map[*Session[C]]struct{}) {
+	for s := range set {
 		if s.Lost() {
 			t.removeLocked(s)
 		}

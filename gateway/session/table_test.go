@@ -154,7 +154,7 @@ func TestCaps(t *testing.T) {
 func TestSessionBudgetReleased(t *testing.T) {
 	tb := newTable(t, Config{MaxPerCaller: 3})
 	a, _ := open(t, tb, "a")
-	_, lost := open(t, tb, "a")
+	lostS, lost := open(t, tb, "a")
 	c, _ := open(t, tb, "a")
 	if err := tb.Close(context.Background(), a.ID, "a"); err != nil {
 		t.Fatal(err)
@@ -163,9 +163,16 @@ func TestSessionBudgetReleased(t *testing.T) {
 	if _, _, err := tb.Acquire(c.ID, "a"); err != nil {
 		t.Fatal(err)
 	}
-	open(t, tb, "a") // prunes the lost one
-	if got := tb.Sessions().InUse("a"); got != 2 {
-		t.Fatalf("caller holds %d session units, want 2 (one closed, one lost)", got)
+	open(t, tb, "a") // under the cap: the lost one still counts
+	if got := tb.Sessions().InUse("a"); got != 3 {
+		t.Fatalf("caller holds %d session units, want 3 (one closed; lost, live, new)", got)
+	}
+	open(t, tb, "a") // at the cap: prunes the lost one
+	if got := tb.Sessions().InUse("a"); got != 3 {
+		t.Fatalf("caller holds %d session units, want 3 (the lost one pruned, two new)", got)
+	}
+	if _, ok := tb.Get(lostS.ID, "a"); ok {
+		t.Fatal("the lost session is still in the table after an Open at the cap")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -174,6 +181,85 @@ func TestSessionBudgetReleased(t *testing.T) {
 	}
 	if st := tb.Sessions().Stats(); st.InUse != 0 || st.Overreleased != 0 {
 		t.Fatalf("after Drain: %+v", st)
+	}
+}
+
+// countingConn counts the calls of Done, which is how the table asks
+// whether a session is lost.
+type countingConn struct {
+	*fakeConn
+	asked *atomic.Int64
+}
+
+func (c countingConn) Done() <-chan struct{} { c.asked.Add(1); return c.fakeConn.Done() }
+
+// TestOpenDoesNotScan: an Open under the caps looks at no other session, so
+// it costs the same with 10 or 100k held (each Open once scanned every
+// session of its caller under the table's write lock: quadratic, 50 s of
+// CPU to open 19k); an Open that a cap would refuse scans what that cap
+// counts, the gateway-wide set at most once per pruneAllEvery.
+func TestOpenDoesNotScan(t *testing.T) {
+	tb, err := New[countingConn](Config{InstanceID: "gw-test", MaxSessions: 6, MaxPerCaller: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = tb.Drain(ctx)
+		tb.Wait()
+	})
+	var asked atomic.Int64
+	openAs := func(caller string) (countingConn, error) {
+		c := countingConn{newFake(), &asked}
+		_, err := tb.Open(context.Background(), caller, "default", func(context.Context) (countingConn, error) { return c, nil })
+		return c, err
+	}
+	mustOpen := func(caller string) countingConn {
+		t.Helper()
+		c, err := openAs(caller)
+		if err != nil {
+			t.Fatalf("Open for %s: %v", caller, err)
+		}
+		return c
+	}
+	a1 := mustOpen("a")
+	for range 2 {
+		mustOpen("a")
+	}
+	b1 := mustOpen("b")
+	mustOpen("b")
+	a1.lose(errors.New("gone"))
+	b1.lose(errors.New("gone"))
+	if asked.Load() != 0 {
+		t.Fatalf("Opens under the caps asked %d sessions whether they were lost, want 0", asked.Load())
+	}
+	// a's fourth fits its cap (4) and the gateway's (6): no scan.
+	mustOpen("a")
+	if asked.Load() != 0 {
+		t.Fatalf("an Open under the caps asked %d sessions, want 0", asked.Load())
+	}
+	// a's fifth is over a's cap: a's four sessions are asked, the lost one
+	// goes, and the Open succeeds.
+	mustOpen("a")
+	if got := asked.Load(); got != 4 {
+		t.Fatalf("an Open at the caller's cap asked %d sessions, want a's 4", got)
+	}
+	// c's first is over the gateway's cap (a 4, b 2): every session is
+	// asked, b's lost one goes, and the Open succeeds.
+	asked.Store(0)
+	mustOpen("c")
+	if got := asked.Load(); got != 6 {
+		t.Fatalf("an Open at the gateway's cap asked %d sessions, want all 6", got)
+	}
+	// The gateway is full of live sessions; within pruneAllEvery of that
+	// scan, a refused Open scans nothing.
+	var ee *budget.ExceededError
+	if _, err := openAs("d"); !errors.As(err, &ee) || ee.Budget != "sessions" {
+		t.Fatalf("Open over the gateway's cap: %v, want the sessions budget exceeded", err)
+	}
+	if got := asked.Load(); got != 6 {
+		t.Fatalf("a second Open at the gateway's cap within %v asked %d more sessions, want 0", pruneAllEvery, got-6)
 	}
 }
 

@@ -27,7 +27,8 @@
 // clock) runs at a short period while there is anything for it to look
 // after and every idleHousekeeping otherwise; taking on such state
 // (busyLocked) wakes the supervisor back to the short period, so an idle
-// session costs a wake-up every few seconds, not every second.
+// session costs its supervisor a wake-up a minute for housekeeping, not one a
+// second.
 //
 // The WebSocket is gateway/wsclient's: its reader borrows a buffer only
 // while bytes are arriving, so a parked reader (an idle session) pins no

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"runtime"
 	"testing"
@@ -252,6 +253,76 @@ func BenchmarkBareForwardHop(b *testing.B) {
 				if err := c.cc.Invoke(context.Background(), "/bench.Hop/Call", &emptypb.Empty{}, &emptypb.Empty{}); err != nil {
 					b.Fatal(err)
 				}
+			}
+		})
+	}
+}
+
+// BenchmarkClusterTick is one pass of a replica's directory loop (every
+// AckEvery, 250 ms by default) over the idle sessions it owns, on a real
+// redis-server: what holding them costs the replica while nothing happens.
+// The replica's own loop is stopped, so that the benchmark's passes are the
+// only ones. With due=all every record is made RefreshEvery old before each
+// pass, as happens to sessions opened together; rewritten/pass says how
+// many records the pass wrote.
+func BenchmarkClusterTick(b *testing.B) {
+	for _, c := range []struct {
+		n   int
+		due bool
+	}{{100, false}, {2000, false}, {2000, true}} {
+		name := fmt.Sprintf("sessions=%d", c.n)
+		if c.due {
+			name += "/due=all"
+		}
+		b.Run(name, func(b *testing.B) {
+			gws, gateways := startReplicaGateways(b, 1, func(cfg *Config) { cfg.MaxSessionsPerCaller = c.n })
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			for range c.n {
+				if _, err := gws[0].OpenSession(ctx, &sessiongatev1.OpenSessionRequest{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			cs := gateways[0].cluster
+			cs.stopLoop()
+			owned := cs.snapshot()
+			if len(owned) != c.n {
+				b.Fatalf("the replica owns %d sessions, want %d", len(owned), c.n)
+			}
+			age := func(by time.Duration) {
+				for _, o := range owned {
+					o.mu.Lock()
+					if o.epoch == 0 {
+						b.Fatalf("session %s was never claimed", o.id)
+					}
+					o.written = time.Now().Add(-by)
+					o.mu.Unlock()
+				}
+			}
+			rewritten := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				if c.due {
+					b.StopTimer()
+					age(cs.cfg.RefreshEvery)
+					b.StartTimer()
+				}
+				cs.tick()
+				if c.due {
+					b.StopTimer()
+					for _, o := range owned {
+						o.mu.Lock()
+						if time.Since(o.written) < cs.cfg.RefreshEvery {
+							rewritten++
+						}
+						o.mu.Unlock()
+					}
+					b.StartTimer()
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(c.n), "ns/session")
+			if c.due {
+				b.ReportMetric(float64(rewritten)/float64(b.N), "rewritten/pass")
 			}
 		})
 	}

@@ -30,6 +30,13 @@ import (
 // each Config. Without redis-server the test is skipped, unless CI=true.
 func startReplicas(t testing.TB, n int, cfg func(*Config)) []sessiongatev1.SessionGatewayClient {
 	t.Helper()
+	clients, _ := startReplicaGateways(t, n, cfg)
+	return clients
+}
+
+// startReplicaGateways is startReplicas, with the replicas' gateways.
+func startReplicaGateways(t testing.TB, n int, cfg func(*Config)) ([]sessiongatev1.SessionGatewayClient, []*Gateway) {
+	t.Helper()
 	ctx := ctxT(t, 20*time.Second)
 	rd, err := clustertest.StartRedis(ctx)
 	if errors.Is(err, clustertest.ErrNoBinary) && os.Getenv("CI") != "true" {
@@ -44,6 +51,7 @@ func startReplicas(t testing.TB, n int, cfg func(*Config)) []sessiongatev1.Sessi
 	_, _ = rand.Read(k[:])
 	key := "k1:" + base64.StdEncoding.EncodeToString(k[:])
 	clients := make([]sessiongatev1.SessionGatewayClient, n)
+	gateways := make([]*Gateway, n)
 	for i := range n {
 		inst := "gw-" + string(rune('a'+i))
 		lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -94,9 +102,9 @@ func startReplicas(t testing.TB, n int, cfg func(*Config)) []sessiongatev1.Sessi
 			<-ran
 			_ = d.Close()
 		})
-		clients[i] = sessiongatev1.NewSessionGatewayClient(conn)
+		clients[i], gateways[i] = sessiongatev1.NewSessionGatewayClient(conn), gw
 	}
-	return clients
+	return clients, gateways
 }
 
 // TestClusterForwardTrace: with a TracerProvider, a RunJob forwarded by

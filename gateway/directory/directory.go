@@ -191,6 +191,10 @@ func (d *Directory) Instance() string { return d.cfg.Instance }
 // Counters are this directory's counters (Config.Counters if given).
 func (d *Directory) Counters() *Counters { return d.counters }
 
+// SessionTTL returns the lifetime of a session record, which every write
+// renews.
+func (d *Directory) SessionTTL() time.Duration { return d.cfg.SessionTTL }
+
 // Session is what a replica stores about a session when it claims it.
 type Session struct {
 	ID                string // the gateway's session id (the record key)

@@ -52,11 +52,12 @@ type ClusterConfig struct {
 	// so a watcher lagging by less continues across a takeover with no gap
 	// (default 2 s; see cluster.AckWindow).
 	AckLag time.Duration
-	// RefreshEvery: an idle session's record is rewritten this often, well
-	// inside the directory's SessionTTL (default 60 s). A pass of the loop
-	// rewrites at most about twice its share of the records due
-	// (refreshBudget), so that sessions opened together are not all
-	// rewritten at once; none waits past twice RefreshEvery.
+	// RefreshEvery: an idle session's record is rewritten this often
+	// (default 60 s). A pass of the loop rewrites at most about twice its
+	// share of the records due (refreshBudget), so that sessions opened
+	// together are not all rewritten at once; none waits past twice
+	// RefreshEvery, which must therefore be under half the directory's
+	// SessionTTL.
 	RefreshEvery time.Duration
 	// SweepEvery is the period of the orphan sweep that adopts sessions
 	// whose owner is gone or that were handed off (default 1 s).
@@ -102,6 +103,9 @@ func (c *ClusterConfig) validate() error {
 		return errors.New("cluster: Secret must be at least 16 bytes (it authenticates forwarding peers)")
 	case c.AckEvery < 0 || c.AckLag < 0 || c.SweepEvery < 0 || c.HandoffGrace < 0 || c.RefreshEvery < 0:
 		return errors.New("cluster: durations must not be negative")
+	case 2*c.RefreshEvery >= c.Directory.SessionTTL():
+		// A record may wait up to twice RefreshEvery (refreshBudget).
+		return fmt.Errorf("cluster: RefreshEvery %v must be under half the directory's SessionTTL %v, or an idle session's record could expire", c.RefreshEvery, c.Directory.SessionTTL())
 	}
 	return nil
 }

@@ -1,9 +1,11 @@
 package server
 
 import (
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/sessiongate/sessiongate/gateway/directory"
 	sessiongatev1 "github.com/sessiongate/sessiongate/gen/sessiongate/v1"
 )
 
@@ -87,5 +89,31 @@ func TestRefreshSpread(t *testing.T) {
 	c.tick()
 	if got := fresh(); got != n {
 		t.Fatalf("one pass over %d records twice overdue rewrote %d, want all", n, got)
+	}
+}
+
+// TestRefreshEveryUnderHalfTTL: a record may wait up to twice RefreshEvery
+// for its rewrite, so a RefreshEvery of half the directory's SessionTTL or
+// more is refused.
+func TestRefreshEveryUnderHalfTTL(t *testing.T) {
+	_, gateways := startReplicaGateways(t, 1, nil)
+	d := gateways[0].cluster.cfg.Directory
+	ttl := d.SessionTTL()
+	if ttl != directory.DefaultSessionTTL {
+		t.Fatalf("SessionTTL() = %v, want the default %v", ttl, directory.DefaultSessionTTL)
+	}
+	for _, c := range []struct {
+		every time.Duration
+		ok    bool
+	}{{0, true}, {ttl/2 - time.Second, true}, {ttl / 2, false}, {ttl, false}} {
+		cfg := ClusterConfig{Directory: d, Advertise: "127.0.0.1:1", Secret: "0123456789abcdef", RefreshEvery: c.every}
+		cfg.setDefaults()
+		err := cfg.validate()
+		if (err == nil) != c.ok {
+			t.Errorf("RefreshEvery %v with SessionTTL %v: validate() = %v, want ok=%v", c.every, ttl, err, c.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "SessionTTL") {
+			t.Errorf("the refusal does not name SessionTTL: %v", err)
+		}
 	}
 }

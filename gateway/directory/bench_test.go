@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/sessiongate/sessiongate/gateway/directory"
 	"github.com/sessiongate/sessiongate/gateway/directory/redistest"
@@ -85,5 +86,42 @@ func BenchmarkSeal(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		_ = kr.Seal("session-id", "resume-token-0123456789abcdef0123456789abcdef")
+	}
+}
+
+// BenchmarkOrphans: one sweep's Orphans call with 20,000 session records in
+// Redis, all owned by a live replica, so there is nothing to adopt. With
+// how=check it is a steady cluster's call (the sweep check alone); with
+// how=walk OrphanScanEvery is 1 ns, so every call walks the keyspace, as
+// every call did before the check.
+func BenchmarkOrphans(b *testing.B) {
+	srv := redistest.Start(b)
+	ctx := testCtx(b)
+	owner := open(b, srv, "a")
+	run(b, owner)
+	const n = 20000
+	for i := range n {
+		if _, err := owner.Claim(ctx, session("o"+strconv.Itoa(i))); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		how   string
+		every time.Duration
+	}{{"check", 0}, {"walk", time.Nanosecond}} {
+		b.Run("how="+c.how, func(b *testing.B) {
+			d := open(b, srv, "s-"+c.how, func(cfg *directory.Config) { cfg.OrphanScanEvery = c.every })
+			if got, err := d.Orphans(ctx, 64); err != nil || len(got) != 0 {
+				b.Fatalf("Orphans: %v, %v; want none", got, err)
+			}
+			scans := d.Counters().OrphanScans.Load()
+			b.ReportAllocs()
+			for b.Loop() {
+				if got, err := d.Orphans(ctx, 64); err != nil || len(got) != 0 {
+					b.Fatalf("Orphans: %v, %v; want none", got, err)
+				}
+			}
+			b.ReportMetric(float64(d.Counters().OrphanScans.Load()-scans)/float64(b.N), "walks/op")
+		})
 	}
 }

@@ -23,6 +23,7 @@ type Counters struct {
 	Gets         atomic.Uint64
 	OwnerLookups atomic.Uint64
 	OrphanScans  atomic.Uint64 // complete SCAN passes
+	OrphanChecks atomic.Uint64 // Orphans calls answered without a SCAN: nothing to adopt
 
 	// Outcomes.
 	Fenced   atomic.Uint64 // Update/Release/Delete refused: owner or epoch moved

@@ -30,6 +30,12 @@ type Config struct {
 	LeaseTTL   time.Duration // replica lease lifetime, default 5s; Run refreshes it every LeaseTTL/3
 	SessionTTL time.Duration // record lifetime, refreshed by every write, default 600s (the ARCP resume window)
 
+	// OrphanScanEvery is the longest Orphans goes without scanning the
+	// keyspace when nothing says there is anything to adopt (default 30s):
+	// a safety net for records of replicas that never entered the
+	// registry (an older version during an upgrade).
+	OrphanScanEvery time.Duration
+
 	OpTimeout   time.Duration // bound on one operation (all its round trips and retries), default 2s
 	DialTimeout time.Duration // bound on one connection attempt, default 1s
 	PoolSize    int           // connections, default go-redis's (10 per CPU)
@@ -45,6 +51,7 @@ const (
 	DefaultPrefix      = "sessiongate:"
 	DefaultLeaseTTL    = 5 * time.Second
 	DefaultSessionTTL  = 600 * time.Second
+	DefaultOrphanScan  = 30 * time.Second
 	DefaultOpTimeout   = 2 * time.Second
 	DefaultDialTimeout = time.Second
 
@@ -65,6 +72,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SessionTTL == 0 {
 		c.SessionTTL = DefaultSessionTTL
+	}
+	if c.OrphanScanEvery == 0 {
+		c.OrphanScanEvery = DefaultOrphanScan
 	}
 	if c.OpTimeout == 0 {
 		c.OpTimeout = DefaultOpTimeout
@@ -90,7 +100,7 @@ func (c Config) validate() error {
 		return fmt.Errorf("directory: config: LeaseTTL %v below %v", c.LeaseTTL, MinLeaseTTL)
 	case c.SessionTTL < time.Millisecond:
 		return fmt.Errorf("directory: config: SessionTTL %v below 1ms", c.SessionTTL)
-	case c.OpTimeout < 0 || c.DialTimeout < 0:
+	case c.OpTimeout < 0 || c.DialTimeout < 0 || c.OrphanScanEvery < 0:
 		return errors.New("directory: config: negative timeout")
 	}
 	return nil
@@ -110,9 +120,13 @@ type Directory struct {
 	sessPrefix  string // <prefix>session:
 	leasePrefix string // <prefix>replica:
 	leaseKey    string
+	registryKey string // <prefix>replicas: instances that held a lease
+	releasesKey string // <prefix>releases: counts Releases
 	scanPattern string
 	started     time.Time
 	counters    *Counters
+
+	sweep sweepState
 
 	running    atomic.Bool
 	leaseUntil atomic.Int64 // unix nanos: local estimate of when our lease expires (0 = never held)
@@ -167,6 +181,8 @@ func Open(ctx context.Context, rawURL string, cfg Config) (*Directory, error) {
 		sessPrefix:  cfg.Prefix + "session:",
 		leasePrefix: cfg.Prefix + "replica:",
 		leaseKey:    cfg.Prefix + "replica:" + cfg.Instance,
+		registryKey: cfg.Prefix + "replicas",
+		releasesKey: cfg.Prefix + "releases",
 		scanPattern: globEscape(cfg.Prefix+"session:") + "*",
 		started:     time.Now(),
 		counters:    cfg.Counters,
@@ -325,7 +341,7 @@ func (d *Directory) Release(ctx context.Context, sessionID string, epoch uint64)
 	var res []string
 	err := d.do(ctx, "release", func(ctx context.Context) (err error) {
 		res, err = releaseScript.Run(ctx, d.rdb, []string{d.sessKey(sessionID)},
-			d.cfg.Instance, strconv.FormatUint(epoch, 10), d.cfg.SessionTTL.Milliseconds()).StringSlice()
+			d.cfg.Instance, strconv.FormatUint(epoch, 10), d.cfg.SessionTTL.Milliseconds(), d.releasesKey).StringSlice()
 		return err
 	})
 	if err != nil {
@@ -423,15 +439,100 @@ type Orphan struct {
 }
 
 // Orphans returns up to limit sessions that may be taken over: released, or
-// owned by a replica whose lease is gone. It walks the keyspace with SCAN
-// (MATCH <prefix>session:*, COUNT 512) and checks each batch in one read-only
-// script, so a call costs O(keys in the database / 512) round trips and
-// O(keys) work in Redis, however few orphans there are; it never relies on
-// keyspace notifications. It stops early once it has limit orphans (limit ≤ 0
-// means no limit). Each batch has its own OpTimeout. A session may be reported
-// that another replica adopts a moment later: Takeover decides.
+// owned by a replica whose lease is gone (limit ≤ 0 means no limit). It never
+// relies on keyspace notifications.
+//
+// Finding them means walking the keyspace with SCAN (MATCH
+// <prefix>session:*, COUNT 512) and checking each batch in one read-only
+// script: O(keys in the database / 512) round trips and O(keys) work in
+// Redis, however few orphans there are. So Orphans first asks one read-only
+// script, O(replicas), whether there can be any, and walks the keyspace
+// only when
+//   - a Release happened since the last complete walk (the releases
+//     counter moved),
+//   - a replica in the registry (every replica enters it with each lease
+//     refresh) has no lease,
+//   - the last walk found orphans, or stopped at limit (they may still be
+//     there: a takeover can fail),
+//   - or OrphanScanEvery has passed since the last complete walk.
+//
+// A replica whose lease is gone leaves the registry after a complete walk
+// finds no record it owns. A walk stops early once it has limit orphans.
+// Each round trip has its own OpTimeout. A session may be reported that
+// another replica adopts a moment later: Takeover decides.
 func (d *Directory) Orphans(ctx context.Context, limit int) ([]Orphan, error) {
-	var out []Orphan
+	now := time.Now()
+	var check []string
+	err := d.do(ctx, "orphans", func(ctx context.Context) (err error) {
+		check, err = sweepCheckScript.RunRO(ctx, d.rdb, nil, d.registryKey, d.leasePrefix, d.releasesKey).StringSlice()
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(check) == 0 {
+		return nil, fmt.Errorf("directory: %s: empty reply to the sweep check", d.where)
+	}
+	releases, gone := check[0], check[1:]
+	if !d.sweep.due(releases, len(gone) > 0, now, d.cfg.OrphanScanEvery) {
+		d.counters.OrphanChecks.Add(1)
+		return nil, nil
+	}
+	out, complete, err := d.walkOrphans(ctx, limit)
+	if err != nil {
+		return out, err
+	}
+	d.sweep.walked(releases, now, complete, len(out) > 0)
+	if complete {
+		d.counters.OrphanScans.Add(1)
+		owners := make(map[string]bool, len(out))
+		for _, o := range out {
+			owners[o.Owner] = true
+		}
+		for _, inst := range gone {
+			if owners[inst] {
+				continue
+			}
+			// Nothing of inst's is left to adopt.
+			err := d.do(ctx, "orphans", func(ctx context.Context) error {
+				return registryDropScript.Run(ctx, d.rdb, nil, d.registryKey, d.leasePrefix, inst).Err()
+			})
+			if err != nil {
+				return out, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// sweepState is what Orphans remembers of its last walk of the keyspace.
+type sweepState struct {
+	mu       sync.Mutex
+	walkedAt time.Time // the last complete walk's start (zero: none yet)
+	releases string    // the releases counter read before it
+	again    bool      // the last walk found orphans or stopped at limit
+}
+
+// due says whether Orphans must walk the keyspace (see Orphans).
+func (s *sweepState) due(releases string, gone bool, now time.Time, every time.Duration) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.again || gone || releases != s.releases || s.walkedAt.IsZero() || now.Sub(s.walkedAt) >= every
+}
+
+// walked records a walk that started at now after reading releases.
+func (s *sweepState) walked(releases string, now time.Time, complete, found bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.again = !complete || found
+	if complete {
+		s.walkedAt, s.releases = now, releases
+	}
+}
+
+// walkOrphans walks the keyspace for orphans, stopping at limit (≤ 0: none);
+// complete says it saw every key.
+func (d *Directory) walkOrphans(ctx context.Context, limit int) (out []Orphan, complete bool, _ error) {
 	seen := make(map[string]bool)
 	var cursor uint64
 	for {
@@ -446,7 +547,7 @@ func (d *Directory) Orphans(ctx context.Context, limit int) ([]Orphan, error) {
 			return err
 		})
 		if err != nil {
-			return out, err
+			return out, false, err
 		}
 		for i := 0; i+2 < len(res); i += 3 {
 			id := strings.TrimPrefix(res[i], d.sessPrefix)
@@ -457,12 +558,11 @@ func (d *Directory) Orphans(ctx context.Context, limit int) ([]Orphan, error) {
 			e, _ := strconv.ParseUint(res[i+2], 10, 64)
 			out = append(out, Orphan{SessionID: id, Owner: res[i+1], Epoch: e})
 			if limit > 0 && len(out) >= limit {
-				return out, nil
+				return out, cursor == 0 && i+3 >= len(res), nil
 			}
 		}
 		if cursor == 0 {
-			d.counters.OrphanScans.Add(1)
-			return out, nil
+			return out, true, nil
 		}
 	}
 }
@@ -514,7 +614,7 @@ func (d *Directory) refreshLease(ctx context.Context, budget time.Duration) {
 	var res []string
 	err := d.do(ctx, "lease", func(ctx context.Context) (err error) {
 		res, err = leaseScript.Run(ctx, d.rdb, []string{d.leaseKey}, d.incarnation, d.cfg.Advertise,
-			d.started.UnixMilli(), d.cfg.LeaseTTL.Milliseconds()).StringSlice()
+			d.started.UnixMilli(), d.cfg.LeaseTTL.Milliseconds(), d.registryKey, d.cfg.Instance).StringSlice()
 		return err
 	})
 	switch {

@@ -455,3 +455,107 @@ func TestOrphans(t *testing.T) {
 		t.Fatalf("Orphans after a takeover: %d, %v", len(all), err)
 	}
 }
+
+// TestOrphansWalkOnlyWhenNeeded: in a steady cluster Orphans answers from
+// the sweep check without walking the keyspace; a release, a replica whose
+// lease is gone, orphans found last time or OrphanScanEvery passing make it
+// walk; a gone replica leaves the registry once nothing of its is left.
+func TestOrphansWalkOnlyWhenNeeded(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := testCtx(t)
+	rc := raw(t, srv)
+	a := open(t, srv, "a", func(c *directory.Config) { c.OrphanScanEvery = time.Hour })
+	x := open(t, srv, "x")
+	run(t, a)
+	waitLease(t, rc, a.LeaseKey("a"), true)
+	for i := range 10 {
+		if _, err := a.Claim(ctx, session("a"+strconv.Itoa(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scans, checks := &a.Counters().OrphanScans, &a.Counters().OrphanChecks
+	orphans := func(want int, walk bool) []directory.Orphan {
+		t.Helper()
+		s0, c0 := scans.Load(), checks.Load()
+		got, err := a.Orphans(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != want {
+			t.Fatalf("Orphans: %d, want %d (%+v)", len(got), want, got)
+		}
+		if walked := scans.Load() == s0+1 && checks.Load() == c0; walked != walk {
+			t.Fatalf("Orphans walked the keyspace: %v, want %v (scans %d → %d, checks %d → %d)", walked, walk, s0, scans.Load(), c0, checks.Load())
+		}
+		return got
+	}
+	orphans(0, true)  // the first call walks
+	orphans(0, false) // nothing changed
+	orphans(0, false)
+
+	// A release: walked until the session is adopted.
+	if err := a.Release(ctx, "a3", 1); err != nil {
+		t.Fatal(err)
+	}
+	if got := orphans(1, true); got[0].SessionID != "a3" || got[0].Owner != "" {
+		t.Fatalf("orphan %+v, want a3 released", got[0])
+	}
+	orphans(1, true) // still there: walked again
+	if _, err := a.Takeover(ctx, "a3"); err != nil {
+		t.Fatal(err)
+	}
+	orphans(0, true)
+	orphans(0, false)
+
+	// A replica that held a lease and is gone.
+	stopX := run(t, x)
+	waitLease(t, rc, x.LeaseKey("x"), true)
+	if ok, err := rc.SIsMember(ctx, a.RegistryKey(), "x").Result(); err != nil || !ok {
+		t.Fatalf("x is not in the registry after its lease: %v, %v", ok, err)
+	}
+	for i := range 3 {
+		if _, err := x.Claim(ctx, session("x"+strconv.Itoa(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	orphans(0, false) // x is alive
+	stopX()           // drops x's lease, as a stop does; a SIGKILL lets it expire
+	waitLease(t, rc, x.LeaseKey("x"), false)
+	for _, o := range orphans(3, true) {
+		if o.Owner != "x" {
+			t.Fatalf("orphan %+v, want x's", o)
+		}
+		if _, err := a.Takeover(ctx, o.SessionID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ok, _ := rc.SIsMember(ctx, a.RegistryKey(), "x").Result(); !ok {
+		t.Fatal("x left the registry while its sessions were still to adopt")
+	}
+	orphans(0, true) // the last walk found some
+	if ok, _ := rc.SIsMember(ctx, a.RegistryKey(), "x").Result(); ok {
+		t.Fatal("x is still in the registry after a walk found nothing of its")
+	}
+	orphans(0, false)
+	if !rc.SIsMember(ctx, a.RegistryKey(), "a").Val() {
+		t.Fatal("a, alive, left the registry")
+	}
+
+	// A record of a replica that never entered the registry (an older
+	// version): found by the walk OrphanScanEvery brings.
+	b := open(t, srv, "b", func(c *directory.Config) { c.OrphanScanEvery = 2 * time.Second })
+	y := open(t, srv, "y")
+	if got, err := b.Orphans(ctx, 0); err != nil || len(got) != 0 {
+		t.Fatalf("b's first Orphans: %v, %v", got, err)
+	}
+	if _, err := y.Claim(ctx, session("y0")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.Orphans(ctx, 0); err != nil || len(got) != 0 {
+		t.Fatalf("Orphans within OrphanScanEvery of a walk, nothing in the registry gone: %v, %v; want none (no walk)", got, err)
+	}
+	waitFor(t, 10*time.Second, "y0 found by the periodic walk", func() bool {
+		got, err := b.Orphans(ctx, 0)
+		return err == nil && len(got) == 1 && got[0].SessionID == "y0" && got[0].Owner == "y"
+	})
+}

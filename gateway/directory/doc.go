@@ -15,6 +15,14 @@
 // process started with the same instance id does not refresh (steal) a live
 // lease; it waits until that lease expires (Counters.LeaseConflicts).
 //
+// Two keys serve the orphan sweep (see Orphans), without a TTL:
+//
+//	<prefix>replicas = set of instance ids    SADD by every lease refresh
+//	<prefix>releases = counter                INCR by every Release
+//
+// An instance leaves the set once its lease is gone and a walk of the
+// keyspace found nothing of its left to adopt.
+//
 // Per session, a hash:
 //
 //	<prefix>session:<id> = {owner, epoch, caller, runtime, upstream,
@@ -48,7 +56,11 @@
 //     status probe and for forwarding; they change nothing, not even a TTL,
 //     and a probe never triggers a takeover.
 //   - Orphans: SCAN MATCH <prefix>session:* in batches of 512 keys, each
-//     batch checked by a read-only script (owner "" or lease gone).
+//     batch checked by a read-only script (owner "" or lease gone); but
+//     first one read-only script, O(replicas), reads the releases counter
+//     and the registered replicas whose lease is gone, and the walk happens
+//     only when that, or orphans found by the last walk, or
+//     Config.OrphanScanEvery (30 s) since it, says there may be orphans.
 //
 // A refused write is a *FencedError (errors.Is(err, ErrFenced)): another
 // replica took the session over, or this one released it. The caller drops

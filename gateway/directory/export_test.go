@@ -35,3 +35,6 @@ func (kr *KeyRing) Open(sessionID, sealed string) (string, error) {
 func (d *Directory) SessionKey(id string) string     { return d.sessKey(id) }
 func (d *Directory) LeaseKey(instance string) string { return d.leasePrefix + instance }
 func (d *Directory) Keys() *KeyRing                  { return d.keys }
+
+// RegistryKey is the key of the registry of replicas.
+func (d *Directory) RegistryKey() string { return d.registryKey }

@@ -72,13 +72,15 @@ table.insert(r, 1, 'OK')
 return r
 `)
 
-// Release: ARGV me, epoch, ttl_ms. The record stays, unowned.
+// Release: ARGV me, epoch, ttl_ms, releases counter key. The record stays,
+// unowned; the counter tells sweepers that there is something to adopt.
 var releaseScript = redis.NewScript(luaLib + `
 local v = redis.call('HMGET', KEYS[1], 'owner', 'epoch')
 if not v[1] then return {'NOTFOUND'} end
 if v[1] ~= ARGV[1] or v[2] ~= ARGV[2] then return {'FENCED', v[1], v[2]} end
 redis.call('HSET', KEYS[1], 'owner', '', 'updated_ms', now_ms())
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
+redis.call('INCR', ARGV[4])
 return {'OK'}
 `)
 
@@ -133,14 +135,35 @@ end
 return out
 `)
 
-// Lease refresh: KEYS[1] lease key; ARGV incarnation, addr, started_ms, ttl_ms.
-// A lease held by another incarnation (another process with the same
-// instance id) is left alone: {'CONFLICT', its incarnation}.
+// Lease refresh: KEYS[1] lease key; ARGV incarnation, addr, started_ms, ttl_ms,
+// registry key, instance. A lease held by another incarnation (another
+// process with the same instance id) is left alone: {'CONFLICT', its
+// incarnation}. The instance is (re)entered in the registry of replicas that
+// sweepers watch for leases that are gone.
 var leaseScript = redis.NewScript(`
 local cur = redis.call('HGET', KEYS[1], 'incarnation')
 if cur and cur ~= ARGV[1] then return {'CONFLICT', cur} end
 redis.call('HSET', KEYS[1], 'incarnation', ARGV[1], 'addr', ARGV[2], 'started_ms', ARGV[3])
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
+redis.call('SADD', ARGV[5], ARGV[6])
+return {'OK'}
+`)
+
+// Sweep check (read-only): ARGV registry key, lease prefix, releases counter
+// key. Replies {releases counter or ”, instances in the registry whose
+// lease is gone...}: what says whether Orphans must scan the keyspace.
+var sweepCheckScript = redis.NewScript(`#!lua flags=no-writes
+local out = {redis.call('GET', ARGV[3]) or ''}
+for _, inst in ipairs(redis.call('SMEMBERS', ARGV[1])) do
+  if redis.call('EXISTS', ARGV[2] .. inst) == 0 then table.insert(out, inst) end
+end
+return out
+`)
+
+// Registry drop: ARGV registry key, lease prefix, instance. Leaves the
+// registry an instance whose lease is (still) gone.
+var registryDropScript = redis.NewScript(`
+if redis.call('EXISTS', ARGV[2] .. ARGV[3]) == 0 then redis.call('SREM', ARGV[1], ARGV[3]) end
 return {'OK'}
 `)
 

@@ -289,14 +289,12 @@ func BenchmarkClusterTick(b *testing.B) {
 			if len(owned) != c.n {
 				b.Fatalf("the replica owns %d sessions, want %d", len(owned), c.n)
 			}
-			age := func(by time.Duration) {
-				for _, o := range owned {
-					o.mu.Lock()
-					if o.epoch == 0 {
-						b.Fatalf("session %s was never claimed", o.id)
-					}
-					o.written = time.Now().Add(-by)
-					o.mu.Unlock()
+			for _, o := range owned {
+				o.mu.Lock()
+				claimed := o.epoch != 0
+				o.mu.Unlock()
+				if !claimed {
+					b.Fatalf("session %s was never claimed", o.id)
 				}
 			}
 			rewritten := 0
@@ -304,7 +302,7 @@ func BenchmarkClusterTick(b *testing.B) {
 			for b.Loop() {
 				if c.due {
 					b.StopTimer()
-					age(cs.cfg.RefreshEvery)
+					ageRecords(owned, cs.cfg.RefreshEvery)
 					b.StartTimer()
 				}
 				cs.tick()

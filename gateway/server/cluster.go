@@ -427,8 +427,11 @@ func (c *clusterState) tick() {
 			if age := now.Sub(o.written); !write && age >= c.cfg.RefreshEvery {
 				// Due only by age: within this pass's share, or
 				// unconditionally once twice overdue.
-				if write = due > 0 || age >= 2*c.cfg.RefreshEvery; due > 0 {
-					due--
+				switch {
+				case due > 0:
+					due, write = due-1, true
+				case age >= 2*c.cfg.RefreshEvery:
+					write = true
 				}
 			}
 			if write {

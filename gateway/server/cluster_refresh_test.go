@@ -9,6 +9,15 @@ import (
 	sessiongatev1 "github.com/sessiongate/sessiongate/gen/sessiongate/v1"
 )
 
+// ageRecords makes every record of owned last written by ago.
+func ageRecords(owned []*owned, by time.Duration) {
+	for _, o := range owned {
+		o.mu.Lock()
+		o.written = time.Now().Add(-by)
+		o.mu.Unlock()
+	}
+}
+
 func TestRefreshBudget(t *testing.T) {
 	for _, c := range []struct {
 		n             int
@@ -49,13 +58,7 @@ func TestRefreshSpread(t *testing.T) {
 		t.Fatalf("the replica owns %d sessions, want %d", len(owned), n)
 	}
 	every := c.cfg.RefreshEvery
-	age := func(by time.Duration) {
-		for _, o := range owned {
-			o.mu.Lock()
-			o.written = time.Now().Add(-by)
-			o.mu.Unlock()
-		}
-	}
+	age := func(by time.Duration) { ageRecords(owned, by) }
 	fresh := func() (k int) {
 		for _, o := range owned {
 			o.mu.Lock()

@@ -40,10 +40,16 @@ func (f *fakeConn) lose(err error) {
 
 func newTable(t *testing.T, cfg Config) *Table[*fakeConn] {
 	t.Helper()
+	return newTableOf[*fakeConn](t, cfg)
+}
+
+// newTableOf is newTable for any Conn type, drained when the test ends.
+func newTableOf[C Conn](t *testing.T, cfg Config) *Table[C] {
+	t.Helper()
 	if cfg.InstanceID == "" {
 		cfg.InstanceID = "gw-test"
 	}
-	tb, err := New[*fakeConn](cfg)
+	tb, err := New[C](cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,16 +205,7 @@ func (c countingConn) Done() <-chan struct{} { c.asked.Add(1); return c.fakeConn
 // CPU to open 19k); an Open that a cap would refuse scans what that cap
 // counts, the gateway-wide set at most once per pruneAllEvery.
 func TestOpenDoesNotScan(t *testing.T) {
-	tb, err := New[countingConn](Config{InstanceID: "gw-test", MaxSessions: 6, MaxPerCaller: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = tb.Drain(ctx)
-		tb.Wait()
-	})
+	tb := newTableOf[countingConn](t, Config{MaxSessions: 6, MaxPerCaller: 4})
 	var asked atomic.Int64
 	openAs := func(caller string) (countingConn, error) {
 		c := countingConn{newFake(), &asked}

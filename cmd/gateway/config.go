@@ -36,6 +36,7 @@ type options struct {
 	windowBytes         int
 	streamWorkers       int
 	gcMinHeapMiB        int
+	procsTuner          bool
 	keepaliveTime       time.Duration
 	keepaliveTimeout    time.Duration
 	keepaliveMinTime    time.Duration
@@ -106,6 +107,8 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	num(&o.maxStreams, "max-concurrent-streams", "SESSIONGATE_MAX_CONCURRENT_STREAMS", 1024, "cap on concurrent calls per client connection (HTTP/2 streams)")
 	num(&o.windowBytes, "grpc-window-bytes", "SESSIONGATE_GRPC_WINDOW_BYTES", server.DefaultWindowBytes, "HTTP/2 flow-control window per stream and connection, client and peer connections (at least 65536; -1: grpc-go's dynamic window, which pings after every call on a quiet connection)")
 	num(&o.streamWorkers, "stream-workers", "SESSIONGATE_STREAM_WORKERS", 0, "goroutines kept to run calls, so that a call starts on a grown stack (0: 64, -1: a new goroutine per call)")
+	fs.BoolVar(&o.procsTuner, "procs-tuner", true, "run on one P (GOMAXPROCS=1) while no goroutine waits for one, and on all as soon as they do: fewer cross-CPU wake-ups per call at light load; off when GOMAXPROCS is set (env SESSIONGATE_PROCS_TUNER)")
+	vars = append(vars, envFlag{"procs-tuner", "SESSIONGATE_PROCS_TUNER"})
 	num(&o.gcMinHeapMiB, "gc-min-heap-mib", "SESSIONGATE_GC_MIN_HEAP_MIB", gctuner.DefaultMinHeapMiB, "least heap goal of the garbage collector, MiB: GOGC is raised while the live heap is small (0: GOGC alone; GOMEMLIMIT still applies)")
 	dur(&o.keepaliveTime, "keepalive-time", "SESSIONGATE_KEEPALIVE_TIME", 2*time.Minute, "ping a client connection idle this long")
 	dur(&o.keepaliveTimeout, "keepalive-timeout", "SESSIONGATE_KEEPALIVE_TIMEOUT", 20*time.Second, "close a connection whose ping is unanswered this long")

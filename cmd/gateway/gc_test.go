@@ -46,3 +46,22 @@ func TestGRPCWindowFlag(t *testing.T) {
 		}
 	}
 }
+
+func TestProcsTunerFlag(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	o, err := parseOptions(nil, env(nil), io.Discard)
+	if err != nil || !o.procsTuner {
+		t.Fatalf("default: %v, %v; want on", o.procsTuner, err)
+	}
+	o, err = parseOptions(nil, env(map[string]string{"SESSIONGATE_PROCS_TUNER": "false"}), io.Discard)
+	if err != nil || o.procsTuner {
+		t.Fatalf("env false: %v, %v; want off", o.procsTuner, err)
+	}
+	o, err = parseOptions([]string{"--procs-tuner=true"}, env(map[string]string{"SESSIONGATE_PROCS_TUNER": "false"}), io.Discard)
+	if err != nil || !o.procsTuner {
+		t.Fatalf("flag over env: %v, %v; want on", o.procsTuner, err)
+	}
+	if _, err = parseOptions(nil, env(map[string]string{"SESSIONGATE_PROCS_TUNER": "maybe"}), io.Discard); err == nil || !strings.Contains(err.Error(), "PROCS_TUNER") && !strings.Contains(err.Error(), "procs-tuner") {
+		t.Fatalf("env maybe: %v, want an error naming the setting", err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/sessiongate/sessiongate/gateway/arcpruntime"
 	"github.com/sessiongate/sessiongate/gateway/gctuner"
+	"github.com/sessiongate/sessiongate/gateway/proctuner"
 	"github.com/sessiongate/sessiongate/gateway/server"
 	"github.com/sessiongate/sessiongate/gateway/upstream"
 	"github.com/sessiongate/sessiongate/timeoutprofile"
@@ -42,6 +44,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	tuner := gctuner.Start(uint64(o.gcMinHeapMiB) << 20)
 	defer tuner.Stop()
+	var procs *proctuner.Tuner
+	switch {
+	case !o.procsTuner:
+	case getenv("GOMAXPROCS") != "":
+		log.Info("procs tuner off: GOMAXPROCS is set", "gomaxprocs", runtime.GOMAXPROCS(0))
+	default:
+		procs = proctuner.Start(proctuner.Config{})
+		defer procs.Stop()
+	}
 	tp, stopTracing, err := setupTracing(ctx, o.otlpEndpoint, log) // otel.go
 	if err != nil {
 		return err
@@ -55,6 +66,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if procs != nil {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sessiongate_procs_tuner_changes_total",
+			Help: "Times the procs tuner changed GOMAXPROCS (the current value is go_sched_gomaxprocs_threads).",
+		}, func() float64 { return float64(procs.Changes()) }))
+	}
 
 	profiles, err := timeoutprofile.LoadGlobal(profileEnv(getenv, o.profileFile))
 	if err != nil {

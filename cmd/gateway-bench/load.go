@@ -23,6 +23,11 @@ type callFunc func(ctx context.Context) error
 type bounds struct {
 	duration time.Duration
 	maxCalls int
+	// least, for an interleaved warm-up (runInterleaved), is the least
+	// time it runs, past maxCalls if need be (never past duration): long
+	// enough for the process's adaptive parts to settle on the load (the
+	// procs tuner tries one P after a second of light windows).
+	least time.Duration
 }
 
 // callGrace is how long a call may still run after its point's duration
@@ -205,7 +210,8 @@ func runInterleaved(ctx context.Context, calls []callFunc, block int, bnd bounds
 	for i := range times {
 		times[i] = make([]time.Duration, 0, n)
 	}
-	deadline := time.Now().Add(bnd.duration)
+	start := time.Now()
+	deadline := start.Add(bnd.duration)
 	one := func(side int) error {
 		t0 := time.Now()
 		if err := calls[side](ctx); err != nil {
@@ -217,11 +223,18 @@ func runInterleaved(ctx context.Context, calls []callFunc, block int, bnd bounds
 		times[side] = append(times[side], time.Since(t0))
 		return nil
 	}
-	for made := 0; made < bnd.maxCalls && time.Now().Before(deadline); made += block {
+	for made := 0; time.Now().Before(deadline); made += block {
+		if made >= bnd.maxCalls && time.Since(start) >= bnd.least {
+			break
+		}
+		calls1 := block
+		if made < bnd.maxCalls {
+			calls1 = min(block, bnd.maxCalls-made)
+		}
 		round := made / block
 		for k := range calls {
 			side := (round + k) % len(calls)
-			for range min(block, bnd.maxCalls-made) {
+			for range calls1 {
 				if err := one(side); err != nil {
 					return nil, err
 				}

@@ -33,7 +33,7 @@ func TestRunInterleaved(t *testing.T) {
 		for i, r := range tc.sides {
 			calls[i] = side(string(r))
 		}
-		pts, err := runInterleaved(context.Background(), calls, tc.block, bounds{time.Minute, tc.n})
+		pts, err := runInterleaved(context.Background(), calls, tc.block, bounds{duration: time.Minute, maxCalls: tc.n})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -56,15 +56,34 @@ func TestRunInterleaved(t *testing.T) {
 		return nil
 	}
 	order.Reset()
-	if _, err := runInterleaved(context.Background(), []callFunc{side("a"), failing}, 1, bounds{time.Minute, 100}); !errors.Is(err, boom) {
+	if _, err := runInterleaved(context.Background(), []callFunc{side("a"), failing}, 1, bounds{duration: time.Minute, maxCalls: 100}); !errors.Is(err, boom) {
 		t.Errorf("err = %v, want boom", err)
 	}
 	// Round 0: a, then b's first call; round 1: b first, which fails.
 	if got := order.String(); got != "a" || n != 2 {
 		t.Errorf("calls before the failure: a %q, b %d; want a once, b twice (the set stops at the error)", got, n)
 	}
-	if _, err := runInterleaved(context.Background(), []callFunc{side("a")}, 0, bounds{time.Minute, 1}); err == nil {
+	if _, err := runInterleaved(context.Background(), []callFunc{side("a")}, 0, bounds{duration: time.Minute, maxCalls: 1}); err == nil {
 		t.Error("a block of 0 calls was accepted")
+	}
+
+	// A warm-up with a least time runs whole rounds past its call count
+	// until that time has passed, still in turn.
+	order.Reset()
+	start := time.Now()
+	pts, err := runInterleaved(context.Background(), []callFunc{side("a"), side("b")}, 2, bounds{duration: time.Minute, maxCalls: 3, least: 30 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(start); el < 30*time.Millisecond {
+		t.Errorf("a warm-up of least 30ms returned after %v", el)
+	}
+	if pts[0].Calls <= 3 || pts[1].Calls <= 3 {
+		t.Errorf("least time: sides made %d and %d calls, want more than the 3 of maxCalls", pts[0].Calls, pts[1].Calls)
+	}
+	// Rounds of 2, then of 1 up to maxCalls, then of 2 again.
+	if got := order.String(); !strings.HasPrefix(got, "aabb"+"ba"+"aabb"+"bbaa") {
+		t.Errorf("least time: order %.20q…, want aabb ba aabb bbaa…", got)
 	}
 }
 
@@ -157,7 +176,7 @@ func TestAttemptSetReleases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &bench{cfg: config{Serial: bounds{time.Minute, 4}, SerialWarmup: bounds{time.Minute, 1}},
+	b := &bench{cfg: config{Serial: bounds{duration: time.Minute, maxCalls: 4}, SerialWarmup: bounds{duration: time.Minute, maxCalls: 1}},
 		rt: &runtimeChild{cmd: &exec.Cmd{Process: self}}}
 	released := map[string]int{}
 	errRelease, errPrepare := errors.New("release failed"), errors.New("prepare failed")

@@ -188,8 +188,9 @@ type config struct {
 	WorkersPerConn       int
 	Sessions             []int // idle session counts of section 5, ascending
 	Tombstones           int
-	InterceptorOps       int // calls per round in section 8
-	GCMinHeapMiB         int // gateway/gctuner's least heap goal; 0 = Go's defaults
+	InterceptorOps       int  // calls per round in section 8
+	GCMinHeapMiB         int  // gateway/gctuner's least heap goal; 0 = Go's defaults
+	ProcsTuner           bool // run gateway/proctuner, as cmd/gateway does by default
 	CPUProfile           string
 	MemProfile           string
 	Trace                string    // prefix of the execution traces of the interleaved serial sets ("" = none)
@@ -198,23 +199,30 @@ type config struct {
 	GatewayLog           io.Writer // the gateway's log; nil discards it
 }
 
+// settleWarmup is the least time an interleaved serial set warms up (past
+// its warm-up's call count if need be): 20 of the procs tuner's windows, so
+// that a set that follows a concurrent point is measured on the Ps the
+// tuner settles on for it (it tries one P after 10 light windows in a row),
+// not on the ones the concurrent point left.
+const settleWarmup = 2 * time.Second
+
 // modeConfig returns the defaults of a mode.
 func modeConfig(mode string) config {
-	c := config{Mode: mode, Concurrency: 64, WorkersPerConn: 16, GCMinHeapMiB: gctuner.DefaultMinHeapMiB}
+	c := config{Mode: mode, Concurrency: 64, WorkersPerConn: 16, GCMinHeapMiB: gctuner.DefaultMinHeapMiB, ProcsTuner: true}
 	switch mode {
 	case "short":
-		c.Point, c.Warmup = bounds{time.Second, 2_000_000}, bounds{300 * time.Millisecond, 2_000_000}
-		c.Serial, c.SerialWarmup = bounds{time.Second, 2000}, bounds{300 * time.Millisecond, 200}
+		c.Point, c.Warmup = bounds{duration: time.Second, maxCalls: 2_000_000}, bounds{duration: 300 * time.Millisecond, maxCalls: 2_000_000}
+		c.Serial, c.SerialWarmup = bounds{duration: time.Second, maxCalls: 2000}, bounds{duration: 3 * time.Second, maxCalls: 200, least: settleWarmup}
 		c.Sessions, c.Tombstones, c.InterceptorOps = []int{1000}, 100_000, 200_000
 	case "smoke":
-		c.Point, c.Warmup = bounds{10 * time.Second, 50}, bounds{10 * time.Second, 10}
-		c.Serial, c.SerialWarmup = bounds{10 * time.Second, 50}, bounds{10 * time.Second, 10}
+		c.Point, c.Warmup = bounds{duration: 10 * time.Second, maxCalls: 50}, bounds{duration: 10 * time.Second, maxCalls: 10}
+		c.Serial, c.SerialWarmup = bounds{duration: 10 * time.Second, maxCalls: 50}, bounds{duration: 10 * time.Second, maxCalls: 10}
 		c.Concurrency, c.WorkersPerConn = 8, 4
 		c.Sessions, c.Tombstones, c.InterceptorOps = []int{20}, 10_000, 10_000
 	default:
 		c.Mode = "full"
-		c.Point, c.Warmup = bounds{3 * time.Second, 10_000_000}, bounds{time.Second, 10_000_000}
-		c.Serial, c.SerialWarmup = bounds{3 * time.Second, 5000}, bounds{time.Second, 500}
+		c.Point, c.Warmup = bounds{duration: 3 * time.Second, maxCalls: 10_000_000}, bounds{duration: time.Second, maxCalls: 10_000_000}
+		c.Serial, c.SerialWarmup = bounds{duration: 3 * time.Second, maxCalls: 5000}, bounds{duration: 3 * time.Second, maxCalls: 500, least: settleWarmup}
 		c.Sessions, c.Tombstones, c.InterceptorOps = []int{1000, 10_000, 100_000}, 1_000_000, 1_000_000
 	}
 	return c
@@ -240,6 +248,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 		sessions              string
 		summary               bool
 		gcMin                 int
+		procsTuner            bool
 	)
 	fs.BoolVar(&summary, "summarize", false, "instead of measuring, print the median and range of every figure of the -json reports named as arguments")
 	fs.BoolVar(&short, "short", false, "finish in under a minute: 1 s per point, 1k sessions, 100k tombstones")
@@ -256,6 +265,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.IntVar(&tombs, "tombstones", 0, "tombstone entries of section 7 (default 1000000, 100000 with -short)")
 	fs.IntVar(&icptOps, "interceptor-iterations", 0, "calls per round in section 8 (default 1000000, 200000 with -short)")
 	fs.IntVar(&gcMin, "gc-min-heap-mib", gctuner.DefaultMinHeapMiB, "the garbage collector's least heap goal for this process, as cmd/gateway's --gc-min-heap-mib (0: Go's defaults)")
+	fs.BoolVar(&procsTuner, "procs-tuner", true, "run this process's GOMAXPROCS as cmd/gateway's --procs-tuner does (one P while no goroutine waits for one); false: Go's default")
 	fs.StringVar(&o.cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the gateway's concurrent points and sections 5, 6 and 9a to `file`")
 	fs.StringVar(&o.cfg.MemProfile, "memprofile", "", "write a heap profile with the most sessions open to `file`")
 	fs.StringVar(&o.cfg.Trace, "trace", "", "write execution traces of the interleaved serial sets to `prefix`-serial.trace (1-3) and prefix-9a.trace, for go tool trace")
@@ -279,6 +289,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	c := modeConfig(mode)
 	c.CPUProfile, c.MemProfile, c.Trace = o.cfg.CPUProfile, o.cfg.MemProfile, o.cfg.Trace
 	c.GCMinHeapMiB = gcMin
+	c.ProcsTuner = procsTuner
 	setIf(&c.Point.duration, duration)
 	setIf(&c.Warmup.duration, warmup)
 	setIf(&c.Point.maxCalls, maxCalls)

@@ -48,6 +48,8 @@ type configInfo struct {
 	SessionsChanged []string `json:"sessions_changed,omitempty"`
 	Tombstones      int      `json:"tombstones"`
 	GCMinHeapMiB    int      `json:"gc_min_heap_mib"` // the garbage collector's least heap goal (0: Go's defaults)
+	ProcsTuner      bool     `json:"procs_tuner"`     // gateway/proctuner ran this process's GOMAXPROCS
+	ProcsChanges    uint64   `json:"procs_changes"`   // how many times it changed GOMAXPROCS during the run
 	RuntimePID      int      `json:"runtime_pid"`     // the reference runtime's child process
 }
 
@@ -211,6 +213,9 @@ func writeTable(w io.Writer, r *report) error {
 	}
 	if c.GCMinHeapMiB > 0 {
 		fmt.Fprintf(w, "garbage collector of this process: least heap goal %d MiB (gateway/gctuner, cmd/gateway's default); the runtime child: Go's defaults\n", c.GCMinHeapMiB)
+	}
+	if c.ProcsTuner {
+		fmt.Fprintf(w, "GOMAXPROCS of this process: gateway/proctuner (cmd/gateway's default), %d changes during the run; the runtime child: Go's default\n", c.ProcsChanges)
 	}
 	for _, s := range c.SessionsChanged {
 		fmt.Fprintf(w, "idle sessions: %s\n", s)

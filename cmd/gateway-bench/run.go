@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/sessiongate/sessiongate/gateway/gctuner"
+	"github.com/sessiongate/sessiongate/gateway/proctuner"
 )
 
 // run measures everything cfg asks for and returns the report. Whatever it
@@ -36,6 +37,16 @@ func run(ctx context.Context, cfg config) (*report, error) {
 		tuner := gctuner.Start(uint64(cfg.GCMinHeapMiB) << 20)
 		defer tuner.Stop()
 	}
+	// So does the procs tuner (gateway/proctuner), for the same reason:
+	// the gateway runs in this process, so the baselines run under it too.
+	// In the runs that chose this default, the direct ARCP call's and the
+	// no-op's p50 did not move between one P and two; the runtime child
+	// keeps Go's default.
+	var procs *proctuner.Tuner
+	if cfg.ProcsTuner {
+		procs = proctuner.Start(proctuner.Config{})
+		defer procs.Stop()
+	}
 	files := raiseFileLimit(wantFiles)
 	var left []string
 	cfg.Sessions, left = fitSessions(cfg.Sessions, files, cfg.Concurrency)
@@ -45,7 +56,7 @@ func run(ctx context.Context, cfg config) (*report, error) {
 	for _, l := range left {
 		fmt.Fprintln(cfg.Progress, "gateway-bench:", l)
 	}
-	rep := &report{Machine: currentMachine(files), Config: configInfo{SessionsChanged: left, GCMinHeapMiB: cfg.GCMinHeapMiB,
+	rep := &report{Machine: currentMachine(files), Config: configInfo{SessionsChanged: left, GCMinHeapMiB: cfg.GCMinHeapMiB, ProcsTuner: procs != nil,
 		Mode: cfg.Mode, PointSeconds: cfg.Point.duration.Seconds(), WarmupSeconds: cfg.Warmup.duration.Seconds(),
 		MaxCalls: cfg.Point.maxCalls, SerialCalls: cfg.Serial.maxCalls, SerialWarmup: cfg.SerialWarmup.maxCalls,
 		Concurrency: cfg.Concurrency, WorkersPerConn: cfg.WorkersPerConn,
@@ -68,6 +79,7 @@ func run(ctx context.Context, cfg config) (*report, error) {
 			return nil, fmt.Errorf("9b cluster: %w", err)
 		}
 	}
+	rep.Config.ProcsChanges = procs.Changes()
 	rep.finish(time.Since(start))
 	return rep, nil
 }

@@ -38,10 +38,9 @@ func run(ctx context.Context, cfg config) (*report, error) {
 		defer tuner.Stop()
 	}
 	// So does the procs tuner (gateway/proctuner), for the same reason:
-	// the gateway runs in this process, so the baselines run under it too.
-	// In the runs that chose this default, the direct ARCP call's and the
-	// no-op's p50 did not move between one P and two; the runtime child
-	// keeps Go's default.
+	// the gateway runs in this process, so the baselines run under it too
+	// (their p50s are a little lower under it, which makes the p50 ratio
+	// harder, not easier); the runtime child keeps Go's default.
 	var procs *proctuner.Tuner
 	if cfg.ProcsTuner {
 		procs = proctuner.Start(proctuner.Config{})

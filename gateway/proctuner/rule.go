@@ -107,24 +107,24 @@ type Window struct {
 	P90    time.Duration // their 90th percentile latency
 }
 
-// Kind classifies a window.
-type Kind int
+// kind classifies a window.
+type kind int
 
 const (
-	Middle  Kind = iota // neither: changes nothing, breaks a run of light windows
-	Light               // idle, or goroutines ran at once
-	Pressed             // goroutines waited for a P
+	kindMiddle  kind = iota // neither: changes nothing, breaks a run of light windows
+	kindLight               // idle, or goroutines ran at once
+	kindPressed             // goroutines waited for a P
 )
 
-// Classify says what kind of window w is under c (defaults applied).
-func (c Config) classify(w Window) Kind {
+// classify says what kind of window w is under c (defaults applied).
+func (c Config) classify(w Window) kind {
 	switch {
 	case c.idle(w) || w.P90 < c.Light:
-		return Light
+		return kindLight
 	case w.P90 >= c.Pressed:
-		return Pressed
+		return kindPressed
 	}
-	return Middle
+	return kindMiddle
 }
 
 // Rule is the tuner's state machine. The zero value is not ready: use
@@ -148,9 +148,6 @@ func NewRule(c Config) *Rule {
 	return &Rule{cfg: c, procs: c.Max, need: c.LightRun, tried: -1}
 }
 
-// Config returns the rule's parameters with the defaults applied.
-func (r *Rule) Config() Config { return r.cfg }
-
 // Procs is the number of Ps the rule wants now.
 func (r *Rule) Procs() int { return r.procs }
 
@@ -165,7 +162,7 @@ func (r *Rule) Step(w Window) int {
 	}
 	k := c.classify(w)
 	if r.procs == 1 {
-		if k == Pressed {
+		if k == kindPressed {
 			if r.tried >= 0 && r.tried < c.Confirm {
 				r.undo, r.need = r.need, min(2*r.need, c.MaxLightRun) // the try failed
 			}
@@ -180,12 +177,12 @@ func (r *Rule) Step(w Window) int {
 		return r.procs
 	}
 	if r.undo > 0 {
-		if k == Pressed {
+		if k == kindPressed {
 			r.need = r.undo // pressed on Max too: not the try's doing
 		}
 		r.undo = 0
 	}
-	if k != Light {
+	if k != kindLight {
 		r.light = 0
 		return r.procs
 	}

@@ -76,9 +76,9 @@ func check(c Config, s stepper, ws []Window) error {
 		switch before {
 		case 1:
 			switch {
-			case k == Pressed && after != c.Max:
+			case k == kindPressed && after != c.Max:
 				return fmt.Errorf("step %d: pressed window (%+v) on one P left it on one", i, w)
-			case k != Pressed && after != 1:
+			case k != kindPressed && after != 1:
 				return fmt.Errorf("step %d: %v window (%+v) on one P went to %d", i, k, w, after)
 			}
 			if trying {
@@ -103,14 +103,14 @@ func check(c Config, s stepper, ws []Window) error {
 			}
 		default:
 			want := wait
-			if undo > 0 && k == Pressed {
+			if undo > 0 && k == kindPressed {
 				want = undo // the window after a failed try pressed Max too
 			}
 			undo = 0
 			if nw != want {
 				return fmt.Errorf("step %d: wait changed %d → %d on %d Ps (%v window), want %d", i, wait, nw, before, k, want)
 			}
-			if k == Light {
+			if k == kindLight {
 				light++
 			} else {
 				light = 0
@@ -233,14 +233,14 @@ func TestClassify(t *testing.T) {
 	c := Config{}.withDefaults()
 	for _, tc := range []struct {
 		w    Window
-		want Kind
+		want kind
 	}{
-		{Window{}, Light},
-		{Window{Events: 7, P90: time.Second}, Light},
-		{Window{Events: 8, P90: 99 * time.Microsecond}, Light},
-		{Window{Events: 8, P90: 100 * time.Microsecond}, Middle},
-		{Window{Events: 8, P90: 249 * time.Microsecond}, Middle},
-		{Window{Events: 8, P90: 250 * time.Microsecond}, Pressed},
+		{Window{}, kindLight},
+		{Window{Events: 7, P90: time.Second}, kindLight},
+		{Window{Events: 8, P90: 99 * time.Microsecond}, kindLight},
+		{Window{Events: 8, P90: 100 * time.Microsecond}, kindMiddle},
+		{Window{Events: 8, P90: 249 * time.Microsecond}, kindMiddle},
+		{Window{Events: 8, P90: 250 * time.Microsecond}, kindPressed},
 	} {
 		if got := c.classify(tc.w); got != tc.want {
 			t.Errorf("classify(%+v) = %v, want %v", tc.w, got, tc.want)

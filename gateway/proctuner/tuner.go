@@ -104,23 +104,23 @@ func (t *Tuner) read() Window {
 // readings of a cumulative histogram (counts[i] is the bucket from
 // buckets[i] to buckets[i+1]); the percentile is its bucket's upper bound.
 func windowOf(counts, prev []uint64, buckets []float64) Window {
-	var n uint64
-	for i, c := range counts {
+	delta := func(i int) uint64 {
 		if i < len(prev) {
-			c -= min(c, prev[i])
+			return counts[i] - min(counts[i], prev[i])
 		}
-		n += c
+		return counts[i]
+	}
+	var n uint64
+	for i := range counts {
+		n += delta(i)
 	}
 	if n == 0 {
 		return Window{}
 	}
 	want := (n*9 + 9) / 10 // ceil(0.9 n)
 	var seen uint64
-	for i, c := range counts {
-		if i < len(prev) {
-			c -= min(c, prev[i])
-		}
-		if seen += c; seen >= want {
+	for i := range counts {
+		if seen += delta(i); seen >= want {
 			return Window{Events: n, P90: upper(buckets, i)}
 		}
 	}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	oteltrace "go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -113,7 +112,7 @@ func startReplicaGateways(t testing.TB, n int, cfg func(*Config)) ([]sessiongate
 // span is a child of the forwarder's client span, itself a child of the
 // forwarder's server span.
 func TestClusterForwardTrace(t *testing.T) {
-	rec := tracetest.NewSpanRecorder()
+	rec := newEndedSpans()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	gws := startReplicas(t, 2, func(c *Config) { c.TracerProvider = tp })
@@ -140,17 +139,26 @@ func TestClusterForwardTrace(t *testing.T) {
 	}
 	const name = "sessiongate.v1.SessionGateway/RunJob"
 	var servers, clients []sdktrace.ReadOnlySpan
-	for _, s := range rec.Ended() {
-		if s.Name() != name || s.SpanContext().TraceID().String() != trace {
-			continue
+	split := func(spans []sdktrace.ReadOnlySpan) bool {
+		servers, clients = servers[:0], clients[:0]
+		for _, s := range spans {
+			if s.Name() != name || s.SpanContext().TraceID().String() != trace {
+				continue
+			}
+			switch s.SpanKind() {
+			case oteltrace.SpanKindServer:
+				servers = append(servers, s)
+			case oteltrace.SpanKindClient:
+				clients = append(clients, s)
+			}
 		}
-		switch s.SpanKind() {
-		case oteltrace.SpanKindServer:
-			servers = append(servers, s)
-		case oteltrace.SpanKindClient:
-			clients = append(clients, s)
-		}
+		return len(servers) >= 2 && len(clients) >= 1
 	}
+	// The servers' spans end after their answers are sent: wait for them
+	// (bounded by ctx), then check there are exactly as many as wanted.
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	split(rec.wait(wctx, split))
 	if len(servers) != 2 || len(clients) != 1 {
 		t.Fatalf("%d server and %d client RunJob spans in the caller's trace, want 2 and 1", len(servers), len(clients))
 	}

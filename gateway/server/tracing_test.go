@@ -1,11 +1,11 @@
 package server
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	sessiongatev1 "github.com/sessiongate/sessiongate/gen/sessiongate/v1"
 )
@@ -14,7 +14,7 @@ import (
 // parent is the caller's traceparent, the submit an "arcp job.submit" child
 // span, and a job without traceparent joins the RPC's own trace.
 func TestTracingSpans(t *testing.T) {
-	rec := tracetest.NewSpanRecorder()
+	rec := newEndedSpans()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	t.Cleanup(func() { _ = tp.Shutdown(t.Context()) })
 	h := newHarness(t, harnessOpts{config: func(c *Config) { c.TracerProvider = tp }})
@@ -30,16 +30,24 @@ func TestTracingSpans(t *testing.T) {
 		t.Fatal(err)
 	}
 	var server, upstream, freshServer bool
-	for _, s := range rec.Ended() {
-		tid := s.SpanContext().TraceID().String()
-		switch s.Name() {
-		case "sessiongate.v1.SessionGateway/SubmitJob":
-			server = server || tid == trace
-			freshServer = freshServer || tid == fresh.GetTraceId()
-		case "arcp job.submit":
-			upstream = upstream || tid == trace && s.Parent().IsValid()
+	found := func(spans []sdktrace.ReadOnlySpan) bool {
+		server, upstream, freshServer = false, false, false
+		for _, s := range spans {
+			tid := s.SpanContext().TraceID().String()
+			switch s.Name() {
+			case "sessiongate.v1.SessionGateway/SubmitJob":
+				server = server || tid == trace
+				freshServer = freshServer || tid == fresh.GetTraceId()
+			case "arcp job.submit":
+				upstream = upstream || tid == trace && s.Parent().IsValid()
+			}
 		}
+		return server && upstream && freshServer
 	}
+	// Server spans end after the answer is sent: wait for them, bounded.
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	found(rec.wait(wctx, found))
 	if !server || !upstream || !freshServer {
 		t.Fatalf("server span in the caller's trace %v, upstream child span %v, fresh job in the RPC's trace %v; spans %d",
 			server, upstream, freshServer, len(rec.Ended()))

@@ -46,6 +46,43 @@ type options struct {
 
 	affinity bool     // WithSessionAffinity
 	replicas []string // WithReplicas
+
+	window int32 // WithWindowBytes
+}
+
+// DefaultWindowBytes is the HTTP/2 flow-control window a Client grants the
+// gateway, per call and per connection, unless WithWindowBytes says
+// otherwise: 1 MiB, the gateway's own default.
+const DefaultWindowBytes = 1 << 20
+
+// minWindowBytes is HTTP/2's initial window; grpc-go ignores a smaller one.
+const minWindowBytes = 64 << 10
+
+// WithWindowBytes sets the HTTP/2 flow-control window the client grants the
+// gateway, per call and per connection (default DefaultWindowBytes; values
+// under 64 KiB are raised to 64 KiB). A fixed window turns off grpc-go's
+// bandwidth-delay probe, which sends a PING after every answer received
+// while no PING is outstanding: with one call at a time on a connection,
+// that is a PING per call, and its ack is a write of its own on the gateway
+// and a wake-up of the client's reader. A negative n restores the probe and
+// its dynamic window (for large results over long, fast links).
+func WithWindowBytes(n int32) Option {
+	return func(o *options) { o.window = n }
+}
+
+// WindowDialOptions are the dial options WithWindowBytes(n) adds, for a
+// connection the caller dials itself (NewFromConn): n as WithWindowBytes
+// takes it, 0 for DefaultWindowBytes; nil for a negative n.
+func WindowDialOptions(n int32) []grpc.DialOption {
+	switch {
+	case n < 0:
+		return nil
+	case n == 0:
+		n = DefaultWindowBytes
+	case n < minWindowBytes:
+		n = minWindowBytes
+	}
+	return []grpc.DialOption{grpc.WithInitialWindowSize(n), grpc.WithInitialConnWindowSize(n)}
 }
 
 // WithTransportCredentials sets the connection's credentials (default:
@@ -86,7 +123,7 @@ func New(target string, opts ...Option) (*Client, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	dial := []grpc.DialOption{grpc.WithTransportCredentials(o.creds)}
+	dial := append([]grpc.DialOption{grpc.WithTransportCredentials(o.creds)}, WindowDialOptions(o.window)...)
 	var sc string
 	if !o.noRetry {
 		var err error

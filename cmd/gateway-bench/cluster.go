@@ -115,12 +115,12 @@ func (b *bench) clusterForward(ctx context.Context, r *clusterResult) (err error
 		}
 		reps = append(reps, rp)
 	}
-	ccA, err := dialConns(ctx, reps[0].addr, 1)
+	ccA, err := dialConns(ctx, reps[0].addr, 1, b.cfg.ClientWindowBytes)
 	if err != nil {
 		return err
 	}
 	defer closeConns(ccA)
-	ccB, err := dialConns(ctx, reps[1].addr, 1)
+	ccB, err := dialConns(ctx, reps[1].addr, 1, b.cfg.ClientWindowBytes)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sessiongate/sessiongate/client"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -139,12 +140,16 @@ func percentile(sorted []time.Duration, p int) time.Duration {
 }
 
 // dialConns opens n gRPC client connections to addr with one setup for every
-// service measured: plaintext, grpc-go's defaults otherwise. Each connection
-// is made ready before it is returned, so no point pays for a connect.
-func dialConns(ctx context.Context, addr string, n int) ([]*grpc.ClientConn, error) {
+// service measured: plaintext, the flow-control window of the sessiongate Go
+// client (client.WindowDialOptions(window): a fixed window, so no
+// bandwidth-probe PING per call; negative: grpc-go's dynamic window), grpc-go's
+// defaults otherwise. Each connection is made ready before it is returned, so
+// no point pays for a connect.
+func dialConns(ctx context.Context, addr string, n int, window int32) ([]*grpc.ClientConn, error) {
 	conns := make([]*grpc.ClientConn, 0, n)
+	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, client.WindowDialOptions(window)...)
 	for range n {
-		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		cc, err := grpc.NewClient(addr, opts...)
 		if err != nil {
 			closeConns(conns)
 			return nil, fmt.Errorf("gRPC client for %s: %w", addr, err)

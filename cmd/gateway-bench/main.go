@@ -105,6 +105,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"strconv"
@@ -191,12 +192,16 @@ type config struct {
 	InterceptorOps       int  // calls per round in section 8
 	GCMinHeapMiB         int  // gateway/gctuner's least heap goal; 0 = Go's defaults
 	ProcsTuner           bool // run gateway/proctuner, as cmd/gateway does by default
-	CPUProfile           string
-	MemProfile           string
-	Trace                string    // prefix of the execution traces of the interleaved serial sets ("" = none)
-	RuntimeCmd           []string  // the runtime child's command line
-	Progress             io.Writer // progress lines; nil discards them
-	GatewayLog           io.Writer // the gateway's log; nil discards it
+	// ClientWindowBytes is the callers' HTTP/2 flow-control window, as
+	// client.WithWindowBytes takes it (0: the Go client's default, fixed;
+	// negative: grpc-go's dynamic window and its bandwidth probe).
+	ClientWindowBytes int32
+	CPUProfile        string
+	MemProfile        string
+	Trace             string    // prefix of the execution traces of the interleaved serial sets ("" = none)
+	RuntimeCmd        []string  // the runtime child's command line
+	Progress          io.Writer // progress lines; nil discards them
+	GatewayLog        io.Writer // the gateway's log; nil discards it
 }
 
 // settleWarmup is the least time an interleaved serial set warms up (past
@@ -249,6 +254,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 		summary               bool
 		gcMin                 int
 		procsTuner            bool
+		clientWindow          int
 	)
 	fs.BoolVar(&summary, "summarize", false, "instead of measuring, print the median and range of every figure of the -json reports named as arguments")
 	fs.BoolVar(&short, "short", false, "finish in under a minute: 1 s per point, 1k sessions, 100k tombstones")
@@ -266,6 +272,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.IntVar(&icptOps, "interceptor-iterations", 0, "calls per round in section 8 (default 1000000, 200000 with -short)")
 	fs.IntVar(&gcMin, "gc-min-heap-mib", gctuner.DefaultMinHeapMiB, "the garbage collector's least heap goal for this process, as cmd/gateway's --gc-min-heap-mib (0: Go's defaults)")
 	fs.BoolVar(&procsTuner, "procs-tuner", true, "run this process's GOMAXPROCS as cmd/gateway's --procs-tuner does (one P while no goroutine waits for one); false: Go's default")
+	fs.IntVar(&clientWindow, "client-window-bytes", 0, "the callers' HTTP/2 flow-control window, for every gRPC service measured, as the Go client's WithWindowBytes takes it (0: its default, a fixed 1 MiB; -1: grpc-go's dynamic window, whose bandwidth probe sends a PING per call at concurrency 1)")
 	fs.StringVar(&o.cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the gateway's concurrent points and sections 5, 6 and 9a to `file`")
 	fs.StringVar(&o.cfg.MemProfile, "memprofile", "", "write a heap profile with the most sessions open to `file`")
 	fs.StringVar(&o.cfg.Trace, "trace", "", "write execution traces of the interleaved serial sets to `prefix`-serial.trace (1-3) and prefix-9a.trace, for go tool trace")
@@ -290,6 +297,10 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	c.CPUProfile, c.MemProfile, c.Trace = o.cfg.CPUProfile, o.cfg.MemProfile, o.cfg.Trace
 	c.GCMinHeapMiB = gcMin
 	c.ProcsTuner = procsTuner
+	if clientWindow < math.MinInt32 || clientWindow > math.MaxInt32 {
+		return nil, fmt.Errorf("-client-window-bytes %d is out of range", clientWindow)
+	}
+	c.ClientWindowBytes = int32(clientWindow)
 	setIf(&c.Point.duration, duration)
 	setIf(&c.Warmup.duration, warmup)
 	setIf(&c.Point.maxCalls, maxCalls)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -69,6 +70,9 @@ func TestSmoke(t *testing.T) {
 		"lookup_hit_ns_per_op", "lookup_miss_ns_per_op", "expire_ns_per_entry")
 	j.positive("machine", "num_cpu", "gomaxprocs", "file_limit")
 	j.positive("config", "runtime_pid", "concurrency", "serial_calls", "serial_warmup_calls")
+	if got := j.num("config.client_window_bytes"); got != 0 {
+		t.Errorf("config.client_window_bytes = %v, want 0 (the Go client's default)", got)
+	}
 
 	mem := j.list("session_memory")
 	if len(mem) != 1 {
@@ -331,5 +335,30 @@ func TestSummarize(t *testing.T) {
 	}
 	if code := runMain(context.Background(), []string{"-summarize"}, &out, &out); code != 2 {
 		t.Errorf("-summarize without reports: exit %d, want 2", code)
+	}
+}
+
+// TestClientWindowFlag: -client-window-bytes reaches the run's config (0,
+// the Go client's fixed default, unless given), and a value beyond int32 is
+// refused instead of wrapping.
+func TestClientWindowFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		want    int32
+		wantErr bool
+	}{
+		{nil, 0, false},
+		{[]string{"-client-window-bytes=-1"}, -1, false},
+		{[]string{"-client-window-bytes=65536"}, 65536, false},
+		{[]string{"-client-window-bytes=4294967296"}, 0, true},
+	} {
+		f, err := parseFlags(tc.args, io.Discard)
+		if (err != nil) != tc.wantErr {
+			t.Errorf("parseFlags(%q): error %v, want one: %v", tc.args, err, tc.wantErr)
+			continue
+		}
+		if err == nil && f.cfg.ClientWindowBytes != tc.want {
+			t.Errorf("parseFlags(%q): client window %d, want %d", tc.args, f.cfg.ClientWindowBytes, tc.want)
+		}
 	}
 }

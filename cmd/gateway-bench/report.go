@@ -50,7 +50,10 @@ type configInfo struct {
 	GCMinHeapMiB    int      `json:"gc_min_heap_mib"` // the garbage collector's least heap goal (0: Go's defaults)
 	ProcsTuner      bool     `json:"procs_tuner"`     // gateway/proctuner ran this process's GOMAXPROCS
 	ProcsChanges    uint64   `json:"procs_changes"`   // how many times it changed GOMAXPROCS during the run
-	RuntimePID      int      `json:"runtime_pid"`     // the reference runtime's child process
+	// ClientWindowBytes is the callers' flow-control window setting, as
+	// client.WithWindowBytes takes it (0: the Go client's default, fixed).
+	ClientWindowBytes int32 `json:"client_window_bytes"`
+	RuntimePID        int   `json:"runtime_pid"` // the reference runtime's child process
 }
 
 // serviceResult is a service's serial point (concurrency 1: the latency
@@ -216,6 +219,11 @@ func writeTable(w io.Writer, r *report) error {
 	}
 	if c.ProcsTuner {
 		fmt.Fprintf(w, "GOMAXPROCS of this process: gateway/proctuner (cmd/gateway's default), %d changes during the run; the runtime child: Go's default\n", c.ProcsChanges)
+	}
+	if c.ClientWindowBytes < 0 {
+		fmt.Fprintln(w, "callers: grpc-go's dynamic flow-control window (a bandwidth-probe PING per call at concurrency 1)")
+	} else {
+		fmt.Fprintln(w, "callers: the sessiongate Go client's flow-control window (client.WithWindowBytes, fixed: no bandwidth-probe PINGs)")
 	}
 	for _, s := range c.SessionsChanged {
 		fmt.Fprintf(w, "idle sessions: %s\n", s)

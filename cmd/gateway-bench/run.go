@@ -55,7 +55,7 @@ func run(ctx context.Context, cfg config) (*report, error) {
 	for _, l := range left {
 		fmt.Fprintln(cfg.Progress, "gateway-bench:", l)
 	}
-	rep := &report{Machine: currentMachine(files), Config: configInfo{SessionsChanged: left, GCMinHeapMiB: cfg.GCMinHeapMiB, ProcsTuner: procs != nil,
+	rep := &report{Machine: currentMachine(files), Config: configInfo{SessionsChanged: left, GCMinHeapMiB: cfg.GCMinHeapMiB, ProcsTuner: procs != nil, ClientWindowBytes: cfg.ClientWindowBytes,
 		Mode: cfg.Mode, PointSeconds: cfg.Point.duration.Seconds(), WarmupSeconds: cfg.Warmup.duration.Seconds(),
 		MaxCalls: cfg.Point.maxCalls, SerialCalls: cfg.Serial.maxCalls, SerialWarmup: cfg.SerialWarmup.maxCalls,
 		Concurrency: cfg.Concurrency, WorkersPerConn: cfg.WorkersPerConn,
@@ -189,10 +189,10 @@ func (b *bench) start(ctx context.Context, maxSessions int) error {
 		return err
 	}
 	n := connsFor(b.cfg.Concurrency, b.cfg.WorkersPerConn, b.cfg.Concurrency)
-	if b.noopConns, err = dialConns(ctx, b.noop.addr, n); err != nil {
+	if b.noopConns, err = dialConns(ctx, b.noop.addr, n, b.cfg.ClientWindowBytes); err != nil {
 		return err
 	}
-	b.gwConns, err = dialConns(ctx, b.gw.addr, n)
+	b.gwConns, err = dialConns(ctx, b.gw.addr, n, b.cfg.ClientWindowBytes)
 	return err
 }
 

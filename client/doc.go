@@ -58,6 +58,14 @@
 // DEADLINE_EXCEEDED without details; WithoutRetry gets the details every
 // time (see README, "Retries").
 //
+// # Flow control
+//
+// New grants the gateway a fixed HTTP/2 window (DefaultWindowBytes, 1 MiB),
+// which turns off grpc-go's bandwidth probe: with one call at a time that
+// probe sends a PING per call, and the gateway acks it in a write of its own
+// while the call waits on the runtime. WithWindowBytes changes the window;
+// WithWindowBytes(-1) restores the probe and its dynamic window.
+//
 // # Concurrency and shutdown
 //
 // A Client and its Sessions may be used by any number of goroutines. The

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/sessiongate/sessiongate/client"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -13,6 +12,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/sessiongate/sessiongate/client"
 )
 
 // callFunc performs one request and reports its error. Each worker has its

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -28,10 +29,13 @@ func (e *endedSpans) OnEnd(s sdktrace.ReadOnlySpan) {
 	}
 }
 
-// wait returns the ended spans once done holds for them, or the spans ended
-// so far when ctx ends first (the caller's assertion then says what is
-// missing).
-func (e *endedSpans) wait(ctx context.Context, done func([]sdktrace.ReadOnlySpan) bool) []sdktrace.ReadOnlySpan {
+// wait calls done on the ended spans each time one ends, until it holds
+// or d has passed (or ctx ended), and returns the spans of done's last
+// call: a caller's closure holds what it found in them, and its assertion
+// then says what is missing.
+func (e *endedSpans) wait(ctx context.Context, d time.Duration, done func([]sdktrace.ReadOnlySpan) bool) []sdktrace.ReadOnlySpan {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
 	for {
 		spans := e.Ended()
 		if done(spans) {
@@ -40,7 +44,9 @@ func (e *endedSpans) wait(ctx context.Context, done func([]sdktrace.ReadOnlySpan
 		select {
 		case <-e.ended:
 		case <-ctx.Done():
-			return e.Ended()
+			spans = e.Ended()
+			done(spans)
+			return spans
 		}
 	}
 }

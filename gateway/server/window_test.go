@@ -8,6 +8,8 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/sessiongate/sessiongate/client"
 )
 
 // TestWindowBytes: with a fixed flow-control window (the default) the
@@ -35,6 +37,15 @@ func TestWindowBytes(t *testing.T) {
 				t.Errorf("server sent %d PINGs over 3 calls; want pings: %v", pings, c.pings)
 			}
 		})
+	}
+}
+
+// TestClientWindowMatches: the Go client grants the gateway the window the
+// gateway grants its callers by default; the client cannot import this
+// package for the constant, so this pins the two together.
+func TestClientWindowMatches(t *testing.T) {
+	if client.DefaultWindowBytes != DefaultWindowBytes {
+		t.Fatalf("client.DefaultWindowBytes = %d, server DefaultWindowBytes = %d", client.DefaultWindowBytes, DefaultWindowBytes)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/sessiongate/sessiongate/gateway/cluster/clustertest"
 	sessiongatev1 "github.com/sessiongate/sessiongate/gen/sessiongate/v1"
 )
 
@@ -51,11 +52,14 @@ func needTool(t *testing.T, name string) {
 }
 
 // freePrefix returns a four-digit prefix P such that the ports P1, P2 and
-// P3 were free a moment ago (the block's 5006$i and 808$i become P$i).
+// P3 were free a moment ago (the block's 5006$i and 808$i become P$i). The
+// ports are 10001 – 32003, below the kernel's usual ephemeral range (32768
+// on), so that no outgoing connection takes one before the script binds it
+// (see clustertest.FreePort).
 func freePrefix(t *testing.T, avoid string) string {
 	t.Helper()
 	for range 200 {
-		p := strconv.Itoa(3000 + rand.IntN(3000))
+		p := strconv.Itoa(1000 + rand.IntN(2201))
 		if p == avoid {
 			continue
 		}
@@ -113,12 +117,10 @@ func TestClusterReadmeBlock(t *testing.T) {
 	}
 	ctx := testContext(t, 3*time.Minute)
 	dir := t.TempDir()
-	rt, err := net.Listen("tcp", "127.0.0.1:0")
+	rtAddr, err := clustertest.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	rtAddr := rt.Addr().String()
-	rt.Close()
 	grpcPrefix := freePrefix(t, "")
 	adminPrefix := freePrefix(t, grpcPrefix)
 	block := readmeClusterBlock(t)

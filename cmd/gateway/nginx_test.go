@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/sessiongate/sessiongate/gateway/cluster/clustertest"
 	sessiongatev1 "github.com/sessiongate/sessiongate/gen/sessiongate/v1"
 )
 
@@ -62,12 +63,10 @@ func TestClusterBehindNginx(t *testing.T) {
 	for i, r := range c.Replicas {
 		conf = strings.Replace(conf, fmt.Sprintf("127.0.0.1:5006%d", i+1), r.Addr, 1)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	front, err := clustertest.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	front := l.Addr().String()
-	l.Close()
 	conf = strings.Replace(conf, "127.0.0.1:50050", front, 1)
 	dir := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, "tmp"), 0o755); err != nil {

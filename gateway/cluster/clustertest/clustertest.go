@@ -173,14 +173,46 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	return c, nil
 }
 
-// FreePort returns a loopback host:port that was free a moment ago.
+// FreePort returns a loopback host:port that was free a moment ago, below
+// the kernel's ephemeral range. A port from that range (what listening on
+// port 0 gives) may be taken, between FreePort and the replica's listen, by
+// any outgoing connection of any process on the machine as its local port:
+// CI saw a replica fail with "address already in use" that way. Below the
+// range only an explicit bind can take it.
 func FreePort() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
+	low := ephemeralLow()
+	var b [2]byte
+	for range 200 {
+		_, _ = rand.Read(b[:])
+		port := minFreePort + int(uint16(b[0])<<8|uint16(b[1]))%(low-minFreePort)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue // taken: try another
+		}
+		addr := l.Addr().String()
+		l.Close()
+		return addr, nil
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return "", fmt.Errorf("clustertest: no free loopback port in [%d, %d) after 200 tries", minFreePort, low)
+}
+
+// minFreePort is the least port FreePort returns.
+const minFreePort = 10000
+
+// ephemeralLow is the first port of the kernel's ephemeral range
+// (/proc/sys/net/ipv4/ip_local_port_range), 32768 when it cannot be read or
+// leaves too little room below it.
+func ephemeralLow() int {
+	const fallback = 32768
+	raw, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return fallback
+	}
+	var low, high int
+	if _, err := fmt.Sscan(string(raw), &low, &high); err != nil || low < minFreePort+1000 {
+		return fallback
+	}
+	return low
 }
 
 // ReplicaArgs are the flags of replica i (for a README-like command line).

@@ -389,18 +389,19 @@ func New(cfg Config) (*Gateway, error) {
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.KeepaliveMinTime, PermitWithoutStream: true}),
 	)...)
-	if g.cluster != nil {
-		// Session calls reach routing undecoded (rawHandler), so that a
-		// forwarded one is never decoded or encoded here.
-		g.grpc.RegisterService(rawFirst(&sessiongatev1.SessionGateway_ServiceDesc, func(full string, h grpc.MethodHandler) grpc.MethodHandler {
-			if mi := methodOf(full); mi == nil || mi.sessionField == nil || readOnlyMethods[full] {
-				return nil
-			}
+	// RunJob answers with its result's bytes (runJobHandler). In cluster
+	// mode session calls reach routing undecoded (rawHandler), so that a
+	// forwarded one is never decoded or encoded here.
+	g.grpc.RegisterService(rawFirst(&sessiongatev1.SessionGateway_ServiceDesc, func(full string, h grpc.MethodHandler) grpc.MethodHandler {
+		var own grpc.MethodHandler
+		if full == sessiongatev1.SessionGateway_RunJob_FullMethodName {
+			h, own = runJobHandler, runJobHandler
+		}
+		if mi := methodOf(full); g.cluster != nil && mi != nil && mi.sessionField != nil && !readOnlyMethods[full] {
 			return rawHandler(full, h)
-		}), g.svc)
-	} else {
-		sessiongatev1.RegisterSessionGatewayServer(g.grpc, g.svc)
-	}
+		}
+		return own
+	}), g.svc)
 	timeoutprofilev1.RegisterTimeoutProfileServiceServer(g.grpc, timeoutprofile.NewService(enforcer))
 	g.health = health.NewServer()
 	healthpb.RegisterHealthServer(g.grpc, g.health)

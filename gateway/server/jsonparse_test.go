@@ -207,6 +207,29 @@ func BenchmarkResultValue(b *testing.B) {
 			}
 		}
 	})
+	// What RunJob's answer needs from the text: its protobuf bytes, by
+	// way of the Value (the path before appendValueWire) or directly.
+	b.Run("parseValue+Marshal", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			v, ok := parseValue(raw)
+			if !ok {
+				b.Fatal("not read")
+			}
+			if _, err := proto.Marshal(v); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("wire", func(b *testing.B) {
+		b.ReportAllocs()
+		buf := make([]byte, 0, 256)
+		for b.Loop() {
+			if _, ok := appendValueWire(buf[:0], raw); !ok {
+				b.Fatal("not read")
+			}
+		}
+	})
 	b.Run("protojson", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {

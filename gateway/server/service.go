@@ -374,6 +374,19 @@ func (s *service) SubmitJob(ctx context.Context, req *sessiongatev1.SubmitJobReq
 }
 
 func (s *service) RunJob(ctx context.Context, req *sessiongatev1.RunJobRequest) (*sessiongatev1.RunJobResponse, error) {
+	resp, err := s.runJob(ctx, req, false)
+	if err != nil {
+		return nil, err
+	}
+	return resp.(*sessiongatev1.RunJobResponse), nil
+}
+
+// runJob is RunJob. With wire, the answer may be a *rawMessage instead of
+// a *RunJobResponse: the runtime's result transcoded from JSON straight to
+// its protobuf bytes (appendValueWire) after the other fields, where the
+// Value would be built only to be marshalled at once. runJobHandler, the
+// server's handler for the method, asks for that.
+func (s *service) runJob(ctx context.Context, req *sessiongatev1.RunJobRequest, wire bool) (any, error) {
 	sess, release, acc, err := s.submit(ctx, req)
 	if err != nil {
 		return nil, err
@@ -400,14 +413,21 @@ func (s *service) RunJob(ctx context.Context, req *sessiongatev1.RunJobRequest) 
 		sess.Conn.Forget(acc.JobID)
 		return nil, jobErrorStatus(acc.JobID, term.Error)
 	}
-	resp := &sessiongatev1.RunJobResponse{JobId: acc.JobID}
-	if term.Result != nil {
-		resp.Summary = term.Result.Summary
-		resp.Result, resp.RawResult = valueOrRaw(term.Result.Result)
-	}
 	if term.AssemblyErr != nil {
 		sess.Conn.Forget(acc.JobID)
 		return nil, s.err(&assemblyError{jobID: acc.JobID, err: term.AssemblyErr})
+	}
+	resp := &sessiongatev1.RunJobResponse{JobId: acc.JobID}
+	if term.Result != nil {
+		resp.Summary = term.Result.Summary
+		if wire && term.Assembled == nil && len(term.Result.Result) > 0 {
+			decorateRun(resp, acc, term)
+			if b, ok := appendRunJobWire(resp, term.Result.Result); ok {
+				sess.Conn.Forget(acc.JobID) // the result now lives in b only
+				return &rawMessage{b: b}, nil
+			}
+		}
+		resp.Result, resp.RawResult = valueOrRaw(term.Result.Result)
 	}
 	if a := term.Assembled; a != nil {
 		// A result streamed in result_chunk events (§8.4): text as a

@@ -1,0 +1,179 @@
+package server
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	sessiongatev1 "github.com/sessiongate/sessiongate/gen/sessiongate/v1"
+)
+
+// agreeWire checks appendValueWire against parseValue on raw: it answers
+// exactly where parseValue does, its bytes decode to parseValue's Value,
+// and it appends to what dst held (and leaves it as it came when it does
+// not answer). It returns whether it answered.
+func agreeWire(t *testing.T, raw []byte) bool {
+	t.Helper()
+	prefix := []byte("prefix")
+	out, handled := appendValueWire(bytes.Clone(prefix), raw)
+	want, wantHandled := parseValue(raw)
+	if handled != wantHandled {
+		t.Fatalf("appendValueWire(%q) handled %v, parseValue %v", raw, handled, wantHandled)
+	}
+	if !bytes.HasPrefix(out, prefix) {
+		t.Fatalf("appendValueWire(%q) lost what dst held: %q", raw, out)
+	}
+	if !handled {
+		if len(out) != len(prefix) {
+			t.Fatalf("appendValueWire(%q) refused but appended %q", raw, out[len(prefix):])
+		}
+		return false
+	}
+	var got structpb.Value
+	if err := proto.Unmarshal(out[len(prefix):], &got); err != nil {
+		t.Fatalf("appendValueWire(%q): bytes that do not decode: %v", raw, err)
+	}
+	if !proto.Equal(&got, want) {
+		t.Fatalf("appendValueWire(%q) = %v, parseValue %v", raw, &got, want)
+	}
+	return true
+}
+
+// TestValueWire: the texts TestParseValue reads and refuses, and the
+// shapes that exercise the writer's lengths and the duplicate check.
+func TestValueWire(t *testing.T) {
+	long := strings.Repeat("x", 200)
+	many := func(n, dup int) string {
+		var b strings.Builder
+		b.WriteByte('{')
+		for i := range n {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `"k%d":%d`, i, i)
+		}
+		if dup >= 0 {
+			fmt.Fprintf(&b, `,"k%d":true`, dup)
+		}
+		return b.String() + "}"
+	}
+	for _, s := range []string{
+		`null`, `true`, `false`, `0`, `-0`, `-0.5e-3`, `1E+2`, `123456789012345`, `-999999999999999`, `1234567890123456`,
+		`123456789012345678901234567890`, `1e308`, `5e-324`, `1e-400`,
+		`""`, `"plain"`, `"é ✓ 𝄞"`, `"\" \\ \/ \b \f \n \r \t \u0000 \u00e9 \ud834\udd1e \uD834\uDD1E"`,
+		`[]`, ` [ 1 , "a" , null , [ true ] ] `, `{}`, `{"b":1,"a":{"z":["x"]},"":"empty key","k\"ey":null}`,
+		"\t\r\n{\"a\" :\n1}\n",
+		// Lengths of one, two and three varint bytes, nested.
+		`"` + long + `"`, `{"a":"` + long + `"}`, `[[["` + strings.Repeat(long, 100) + `"]]]`,
+		`{"k":{"k":{"k":[` + strings.Repeat(`"`+long+`",`, 90) + `1]}}}`,
+		// Keys past the scan: distinct, and an escaped key equal to a plain one.
+		many(maxKeyScan, -1), many(maxKeyScan+1, -1), many(100, -1), `{"a":1,"\u0062":2,"c":3}`,
+		strings.Repeat("[", maxFastDepth) + strings.Repeat("]", maxFastDepth),
+	} {
+		if !agreeWire(t, []byte(s)) {
+			t.Errorf("appendValueWire left %q to the Value path", s)
+		}
+	}
+	for _, s := range []string{
+		``, ` `, `nul`, `tru`, `True`, `01`, `-`, `+1`, `.5`, `1.`, `1e`, `1e+`, `0x10`, `Infinity`, `NaN`, `1e400`, `-1e400`,
+		`"unterminated`, `"ctl` + "\x01" + `"`, "\"bad\xffutf8\"", `"\x"`, `"\u12"`, `"\ud834"`, `"\udd1e"`, `"\ud834\u0041"`,
+		`[1,]`, `[1 2]`, `{"a":1,}`, `{"a" 1}`, `{a:1}`, `{"a":1,"a":2}`, `{"a":1,"\u0061":2}`, `[1] x`, `{"a":1}}`,
+		many(maxKeyScan, 0), many(maxKeyScan+1, 3), many(100, 99), many(100, 50),
+		strings.Repeat("[", maxFastDepth+2) + strings.Repeat("]", maxFastDepth+2),
+	} {
+		if agreeWire(t, []byte(s)) {
+			t.Errorf("appendValueWire answered for %q", s)
+		}
+	}
+	// Past maxWireJSON the Value path takes over, however plain the text.
+	big := []byte(`"` + strings.Repeat("y", maxWireJSON) + `"`)
+	if out, handled := appendValueWire(nil, big); handled || len(out) != 0 {
+		t.Fatalf("appendValueWire answered for %d bytes of text (limit %d)", len(big), maxWireJSON)
+	}
+	if _, handled := parseValue(big); !handled {
+		t.Fatal("parseValue refused the long string, so the limit test proves nothing")
+	}
+}
+
+// TestValueWireAgrees runs agreeWire on random JSON texts (TestParseValue's
+// generator), each also mutated by a byte inserted, dropped or changed.
+// The seed is printed, and PARSE_SEED replays one.
+func TestValueWireAgrees(t *testing.T) {
+	seed := rand.Uint64()
+	if s := os.Getenv("PARSE_SEED"); s != "" {
+		seed, _ = strconv.ParseUint(s, 10, 64)
+	}
+	t.Logf("PARSE_SEED=%d", seed)
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	handled := 0
+	for range 3000 {
+		raw := []byte(randomJSON(rng, 0))
+		if agreeWire(t, raw) {
+			handled++
+		}
+		for range 4 {
+			agreeWire(t, mutate(rng, raw))
+		}
+	}
+	if handled != 3000 {
+		t.Fatalf("appendValueWire read %d of 3000 valid texts", handled)
+	}
+}
+
+// FuzzValueWire: appendValueWire answers where parseValue does, with bytes
+// that decode to its Value.
+func FuzzValueWire(f *testing.F) {
+	for _, s := range []string{`null`, `{"a":[1,2,{"b":"c"}]}`, `"\u0000\ud834\udd1e"`, `1e308`, `-0`, `[[[[]]]]`, `{"a":1,"a":2}`, `"\ud834"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) { agreeWire(t, data) })
+}
+
+// TestRunJobWire: RunJob's wire answer decodes to the answer the Value path
+// builds, every other field included, and a result the transcoder leaves
+// alone is refused rather than half written.
+func TestRunJobWire(t *testing.T) {
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 7))
+	base := &sessiongatev1.RunJobResponse{
+		JobId: "job_1", Summary: "done", Agent: "echo@1.0.0", TraceId: "4bf92f3577b34da6a3ce929d0e0e4736",
+		Lease:            &sessiongatev1.Lease{Capabilities: map[string]*sessiongatev1.LeasePatterns{"fs.read": {Patterns: []string{"/tmp/**"}}}},
+		LeaseConstraints: &sessiongatev1.LeaseConstraints{ExpiresAt: timestamppb.New(time.Unix(1_900_000_000, 0))},
+		Budget:           map[string]float64{"usd": 1.5},
+		Extensions:       map[string]*structpb.Value{"x-vendor.acme.k": structpb.NewStringValue("v")},
+	}
+	for i := range 500 {
+		result := randomJSON(rng, 0)
+		if i%50 == 0 {
+			result = `{"big":"` + strings.Repeat("z", 2500*i/50) + `"}` // lengths up to three varint bytes
+		}
+		b, ok := appendRunJobWire(base, []byte(result))
+		if !ok {
+			t.Fatalf("appendRunJobWire refused %q", clip(result))
+		}
+		var got sessiongatev1.RunJobResponse
+		if err := proto.Unmarshal(b, &got); err != nil {
+			t.Fatalf("result %q: %v", clip(result), err)
+		}
+		want := proto.Clone(base).(*sessiongatev1.RunJobResponse)
+		want.Result, want.RawResult = valueOrRaw([]byte(result))
+		if !proto.Equal(&got, want) {
+			t.Fatalf("result %q: wire answer and Value path differ", clip(result))
+		}
+	}
+	for _, result := range []string{`{"a":1,"a":2}`, "\"bad\xffutf8\"", `1e400`} {
+		if b, ok := appendRunJobWire(base, []byte(result)); ok {
+			t.Errorf("appendRunJobWire answered %x for %q, which has no Value of parseValue's", b, result)
+		}
+	}
+}

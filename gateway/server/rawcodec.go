@@ -87,10 +87,14 @@ func rawHandler(full string, orig grpc.MethodHandler) grpc.MethodHandler {
 	}
 }
 
-// decodeRequest fills v, the handler's request message, from req, the
-// *rawMessage the interceptors passed on.
+// decodeRequest fills v, the handler's request message (or a *rawMessage),
+// from req, the *rawMessage the interceptors passed on.
 func decodeRequest(req, v any) error {
 	r, ok := req.(*rawMessage)
+	if to, raw := v.(*rawMessage); ok && raw {
+		to.b = r.b // a handler that decodes the bytes itself (runJobHandler)
+		return nil
+	}
 	pm, ok2 := v.(protov2.Message)
 	if !ok || !ok2 {
 		return status.Errorf(codes.Internal, "grpc: error unmarshalling request: %T into %T", req, v)

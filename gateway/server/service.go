@@ -249,7 +249,10 @@ type jobRequest interface {
 	GetMaxRuntimeSec() uint32
 }
 
-func (s *service) submitPayload(req jobRequest) (arcp.Submit, error) {
+// submitPayload checks req and builds the job.submit payload. input, when
+// not nil, is req's input already as JSON text (decodeRunJob), held to
+// the cap; req then has none.
+func (s *service) submitPayload(req jobRequest, input []byte) (arcp.Submit, error) {
 	if err := checkSessionID(req.GetSessionId()); err != nil {
 		return arcp.Submit{}, err
 	}
@@ -267,7 +270,9 @@ func (s *service) submitPayload(req jobRequest) (arcp.Submit, error) {
 		return arcp.Submit{}, invalid("max_runtime_sec %d exceeds one week", req.GetMaxRuntimeSec())
 	}
 	sub := arcp.Submit{Agent: agent, IdempotencyKey: req.GetIdempotencyKey(), MaxRuntimeSec: int(req.GetMaxRuntimeSec())}
-	if in := req.GetInput(); in != nil {
+	if input != nil {
+		sub.Input = input
+	} else if in := req.GetInput(); in != nil {
 		raw, err := appendJSONMax(make([]byte, 0, 64), in, s.maxInputBytes)
 		if err == errTooLong || err == nil && len(raw) > s.maxInputBytes {
 			return arcp.Submit{}, gatewayStatus(codes.ResourceExhausted, "CAP_EXCEEDED",
@@ -314,8 +319,8 @@ func inputError(err error) error {
 // caller's live-job budget and submits the job. On success the caller must
 // call release when its call ends, and owns the live-job unit: it gives it
 // back with s.liveJobs.Release or hands it to holdUntilEnd.
-func (s *service) submit(ctx context.Context, req jobRequest) (*session.Session[*upstream.Conn], func(), arcp.Accepted, error) {
-	sub, err := s.submitPayload(req)
+func (s *service) submit(ctx context.Context, req jobRequest, input []byte) (*session.Session[*upstream.Conn], func(), arcp.Accepted, error) {
+	sub, err := s.submitPayload(req, input)
 	if err != nil {
 		return nil, nil, arcp.Accepted{}, err
 	}
@@ -364,7 +369,7 @@ func (s *service) holdUntilEnd(sess *session.Session[*upstream.Conn], jobID stri
 }
 
 func (s *service) SubmitJob(ctx context.Context, req *sessiongatev1.SubmitJobRequest) (*sessiongatev1.SubmitJobResponse, error) {
-	sess, release, acc, err := s.submit(ctx, req)
+	sess, release, acc, err := s.submit(ctx, req, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -374,20 +379,20 @@ func (s *service) SubmitJob(ctx context.Context, req *sessiongatev1.SubmitJobReq
 }
 
 func (s *service) RunJob(ctx context.Context, req *sessiongatev1.RunJobRequest) (*sessiongatev1.RunJobResponse, error) {
-	resp, err := s.runJob(ctx, req, false)
+	resp, err := s.runJob(ctx, req, nil, false)
 	if err != nil {
 		return nil, err
 	}
 	return resp.(*sessiongatev1.RunJobResponse), nil
 }
 
-// runJob is RunJob. With wire, the answer may be a *rawMessage instead of
+// runJob is RunJob; input is submitPayload's. With wire, the answer may be a *rawMessage instead of
 // a *RunJobResponse: the runtime's result transcoded from JSON straight to
 // its protobuf bytes (appendValueWire) after the other fields, where the
 // Value would be built only to be marshalled at once. runJobHandler, the
 // server's handler for the method, asks for that.
-func (s *service) runJob(ctx context.Context, req *sessiongatev1.RunJobRequest, wire bool) (any, error) {
-	sess, release, acc, err := s.submit(ctx, req)
+func (s *service) runJob(ctx context.Context, req *sessiongatev1.RunJobRequest, input []byte, wire bool) (any, error) {
+	sess, release, acc, err := s.submit(ctx, req, input)
 	if err != nil {
 		return nil, err
 	}

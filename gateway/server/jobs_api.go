@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -107,7 +108,7 @@ func newTraceID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	b[0] |= 1 // never all zero
-	return fmt.Sprintf("%x", b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // Submit extras.

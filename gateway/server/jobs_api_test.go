@@ -468,3 +468,23 @@ func TestStreamedResultMetadata(t *testing.T) {
 		t.Fatalf("RunJob: id %q size %d len %d", run.GetResultId(), run.GetResultSize(), len(run.GetResult().GetStringValue()))
 	}
 }
+
+// TestNewTraceID: fresh trace ids are W3C trace ids (32 lowercase hex
+// digits, not all zero) and do not repeat.
+func TestNewTraceID(t *testing.T) {
+	seen := map[string]bool{}
+	for range 1000 {
+		id := newTraceID()
+		if !arcp.ValidTraceID(id) || seen[id] {
+			t.Fatalf("newTraceID gave %q (valid %v, seen before %v)", id, arcp.ValidTraceID(id), seen[id])
+		}
+		seen[id] = true
+	}
+}
+
+func BenchmarkNewTraceID(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		newTraceID()
+	}
+}

@@ -239,6 +239,11 @@ func checkExtraFeatures(sub arcp.Submit, features []string) error {
 // Answers.
 
 func leaseProto(raw json.RawMessage) *sessiongatev1.Lease {
+	if isEmptyObject(raw) {
+		// What job.accepted carries for a job without a lease request
+		// (§9): no need for encoding/json's reflection.
+		return &sessiongatev1.Lease{}
+	}
 	l, err := arcp.ParseLease(raw)
 	if err != nil || l == nil {
 		return nil
@@ -248,6 +253,28 @@ func leaseProto(raw json.RawMessage) *sessiongatev1.Lease {
 		out.Capabilities[ns] = &sessiongatev1.LeasePatterns{Patterns: p}
 	}
 	return out
+}
+
+// isEmptyObject says whether raw is the JSON text {}, with or without
+// JSON's white space around it and inside it.
+func isEmptyObject(raw []byte) bool {
+	i, n := 0, len(raw)
+	space := func(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+	for i < n && space(raw[i]) {
+		i++
+	}
+	for n > i && space(raw[n-1]) {
+		n--
+	}
+	if n-i < 2 || raw[i] != '{' || raw[n-1] != '}' {
+		return false
+	}
+	for _, c := range raw[i+1 : n-1] {
+		if !space(c) {
+			return false
+		}
+	}
+	return true
 }
 
 func constraintsProto(raw json.RawMessage) *sessiongatev1.LeaseConstraints {

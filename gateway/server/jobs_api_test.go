@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"io"
 	"slices"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -486,5 +488,39 @@ func BenchmarkNewTraceID(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		newTraceID()
+	}
+}
+
+// TestLeaseProto: the empty lease's shortcut answers as encoding/json's
+// reading does, and only for the empty object.
+func TestLeaseProto(t *testing.T) {
+	slow := func(raw string) *sessiongatev1.Lease {
+		l, err := arcp.ParseLease(json.RawMessage(raw))
+		if err != nil || l == nil {
+			return nil
+		}
+		out := &sessiongatev1.Lease{Capabilities: map[string]*sessiongatev1.LeasePatterns{}}
+		for ns, p := range l {
+			out.Capabilities[ns] = &sessiongatev1.LeasePatterns{Patterns: p}
+		}
+		return out
+	}
+	for _, raw := range []string{
+		`{}`, ` { } `, "\t{\n}\r\n", `{"fs.read":["/tmp/**"]}`, `null`, ``, "\v{}", `[]`, `{`, `}`, `{}}`, `{x}`, `"{}"`, `{"a":[]}`,
+	} {
+		got, want := leaseProto(json.RawMessage(raw)), slow(raw)
+		if (got == nil) != (want == nil) || !proto.Equal(got, want) {
+			t.Errorf("leaseProto(%q) = %v, encoding/json's reading %v", raw, got, want)
+		}
+	}
+}
+
+func BenchmarkLeaseProto(b *testing.B) {
+	raw := json.RawMessage(`{}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if leaseProto(raw) == nil {
+			b.Fatal("no lease")
+		}
 	}
 }

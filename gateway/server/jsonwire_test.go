@@ -177,3 +177,15 @@ func TestRunJobWire(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkAppendRunJobWire(b *testing.B) {
+	resp := &sessiongatev1.RunJobResponse{JobId: "job_01JABCDEFGHJKMNPQRSTVWXYZ0", Agent: "echo@1.0.0",
+		TraceId: "4bf92f3577b34da6a3ce929d0e0e4736", Lease: &sessiongatev1.Lease{}}
+	result := []byte(`{"hello":"world"}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok := appendRunJobWire(resp, result); !ok {
+			b.Fatal("refused")
+		}
+	}
+}

@@ -362,3 +362,61 @@ func TestClientWindowFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestRuntimeChildSettle: the runtime child collects its garbage when the
+// parent settles it, says so, and goes on serving; each settle waits for
+// its own answer.
+func TestRuntimeChildSettle(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rt, err := startRuntimeChild(ctx, exe, []string{serveRuntimeArg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := rt.stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	for i := range 3 {
+		if err := rt.settle(ctx); err != nil {
+			t.Fatalf("settle %d: %v", i, err)
+		}
+		if len(rt.out.settled) != 0 {
+			t.Fatalf("settle %d left an answer for the next", i)
+		}
+	}
+	ws, _, err := websocket.Dial(ctx, rt.url, nil)
+	if err != nil {
+		t.Fatalf("the child does not serve after settling: %v", err)
+	}
+	ws.CloseNow()
+}
+
+// TestChildOut: the first line is handed over whole however the writes
+// split it, settledLine after it is signalled, other lines are not.
+func TestChildOut(t *testing.T) {
+	w := &childOut{ch: make(chan string, 1), settled: make(chan struct{}, 1)}
+	for _, p := range []string{"ws://127.0.0.1:1 ws://", "127.0.0.1:2\nnoise\nsett", "led\n", "settled"} {
+		if _, err := w.Write([]byte(p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := <-w.ch; got != "ws://127.0.0.1:1 ws://127.0.0.1:2" {
+		t.Fatalf("first line %q", got)
+	}
+	if len(w.settled) != 1 {
+		t.Fatalf("%d settled signals after one settled line, want 1", len(w.settled))
+	}
+	<-w.settled
+	if _, err := w.Write([]byte("\n")); err != nil {
+		t.Fatal(err)
+	}
+	if len(w.settled) != 1 {
+		t.Fatal("a settled line split across writes was not signalled")
+	}
+}

@@ -145,6 +145,14 @@ func (b *bench) idleSessions(ctx context.Context) ([]memoryResult, scaleResult, 
 	// 3's concurrent point retains, 9a's replicas' garbage). Section 3's
 	// serial point, minutes earlier, differed from it by up to 10 % from
 	// run to run.
+	// Both sides of the ratio start with the runtime child settled, as
+	// this process settles itself before its samples: the sessions opened
+	// below grow the child's heap, and its next collection otherwise fell
+	// into the point with the most sessions open in some runs and not in
+	// others.
+	if err := b.rt.settle(ctx); err != nil {
+		return nil, scaleResult{}, err
+	}
 	one, err := b.measure(ctx, pointSpec{name: "6 RunJob, 1 session", serial: true, conns: 1, sessions: 1, work: b.freshSession})
 	if err != nil {
 		return nil, scaleResult{}, err
@@ -184,6 +192,9 @@ func (b *bench) idleSessions(ctx context.Context) ([]memoryResult, scaleResult, 
 	untouched := func(context.Context) ([]callFunc, func() error, error) {
 		id := ids.get(int(next.Add(1)-1) % most)
 		return []callFunc{runJobCaller(b.gwConns[0], id)}, func() error { return nil }, nil
+	}
+	if err := b.rt.settle(ctx); err != nil {
+		return nil, scaleResult{}, err
 	}
 	many, err := b.measure(ctx, pointSpec{name: fmt.Sprintf("6 RunJob, %d sessions", most), serial: true, conns: 1, sessions: most, work: untouched})
 	if err != nil {

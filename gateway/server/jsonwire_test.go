@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -139,42 +140,76 @@ func FuzzValueWire(f *testing.F) {
 }
 
 // TestRunJobWire: RunJob's wire answer decodes to the answer the Value path
-// builds, every other field included, and a result the transcoder leaves
-// alone is refused rather than half written.
+// builds, for every combination of the optional fields, and an answer the
+// transcoder leaves alone, or one protobuf would refuse to marshal, is
+// refused rather than half written.
 func TestRunJobWire(t *testing.T) {
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 7))
-	base := &sessiongatev1.RunJobResponse{
-		JobId: "job_1", Summary: "done", Agent: "echo@1.0.0", TraceId: "4bf92f3577b34da6a3ce929d0e0e4736",
-		Lease:            &sessiongatev1.Lease{Capabilities: map[string]*sessiongatev1.LeasePatterns{"fs.read": {Patterns: []string{"/tmp/**"}}}},
-		LeaseConstraints: &sessiongatev1.LeaseConstraints{ExpiresAt: timestamppb.New(time.Unix(1_900_000_000, 0))},
-		Budget:           map[string]float64{"usd": 1.5},
-		Extensions:       map[string]*structpb.Value{"x-vendor.acme.k": structpb.NewStringValue("v")},
-	}
-	for i := range 500 {
+	leases := []*sessiongatev1.Lease{nil, {}, {Capabilities: map[string]*sessiongatev1.LeasePatterns{"fs.read": {Patterns: []string{"/tmp/**"}}}}}
+	constraints := []*sessiongatev1.LeaseConstraints{nil, {ExpiresAt: timestamppb.New(time.Unix(1_900_000_000, 0))}}
+	budgets := []map[string]float64{nil, {}, {"usd": 1.5}}
+	exts := []map[string]*structpb.Value{nil, {"x-vendor.acme.k": structpb.NewStringValue("v")}}
+	strs := []string{"", "job_1", "é ✓"}
+	for i := range 600 {
+		resp := &sessiongatev1.RunJobResponse{
+			JobId: strs[rng.IntN(3)], Summary: strs[rng.IntN(3)], Agent: strs[rng.IntN(3)], TraceId: strs[rng.IntN(3)],
+			ResultId: strs[rng.IntN(3)], ResultSize: []int64{0, 1, 1 << 40, -1}[rng.IntN(4)],
+			Lease: leases[rng.IntN(3)], LeaseConstraints: constraints[rng.IntN(2)], Budget: budgets[rng.IntN(3)], Extensions: exts[rng.IntN(2)],
+		}
 		result := randomJSON(rng, 0)
 		if i%50 == 0 {
 			result = `{"big":"` + strings.Repeat("z", 2500*i/50) + `"}` // lengths up to three varint bytes
 		}
-		b, ok := appendRunJobWire(base, []byte(result))
+		b, ok := appendRunJobWire(resp, []byte(result))
 		if !ok {
-			t.Fatalf("appendRunJobWire refused %q", clip(result))
+			t.Fatalf("appendRunJobWire refused %v with %q", resp, clip(result))
 		}
 		var got sessiongatev1.RunJobResponse
 		if err := proto.Unmarshal(b, &got); err != nil {
 			t.Fatalf("result %q: %v", clip(result), err)
 		}
-		want := proto.Clone(base).(*sessiongatev1.RunJobResponse)
+		want := proto.Clone(resp).(*sessiongatev1.RunJobResponse)
 		want.Result, want.RawResult = valueOrRaw([]byte(result))
 		if !proto.Equal(&got, want) {
-			t.Fatalf("result %q: wire answer and Value path differ", clip(result))
+			t.Fatalf("answer %v with result %q: the wire answer decodes to %v", resp, clip(result), &got)
+		}
+		if (got.Lease != nil) != (resp.Lease != nil) {
+			t.Fatalf("lease %v came back as %v", resp.Lease, got.Lease)
 		}
 	}
+	base := &sessiongatev1.RunJobResponse{JobId: "job_1", Lease: &sessiongatev1.Lease{}}
 	for _, result := range []string{`{"a":1,"a":2}`, "\"bad\xffutf8\"", `1e400`} {
 		if b, ok := appendRunJobWire(base, []byte(result)); ok {
 			t.Errorf("appendRunJobWire answered %x for %q, which has no Value of parseValue's", b, result)
 		}
+	}
+	for _, bad := range []*sessiongatev1.RunJobResponse{
+		{JobId: "\xff"}, {Summary: "a\xffb"}, {Agent: "\xc3"}, {TraceId: "\xed\xa0\x80"}, {ResultId: "\xff"},
+		{Extensions: map[string]*structpb.Value{"x-vendor.k": structpb.NewStringValue("\xff")}},
+	} {
+		if b, ok := appendRunJobWire(bad, []byte(`1`)); ok {
+			t.Errorf("appendRunJobWire answered %x for %v, which protobuf refuses to marshal", b, bad)
+		}
+		if _, err := proto.Marshal(bad); err == nil {
+			t.Errorf("proto.Marshal accepts %v, so the case proves nothing", bad)
+		}
+	}
+}
+
+// TestRunJobFieldsKnown: appendRunJobFields writes every field of
+// RunJobResponse but result; a new field must be added there first.
+func TestRunJobFieldsKnown(t *testing.T) {
+	var names []string
+	fs := (&sessiongatev1.RunJobResponse{}).ProtoReflect().Descriptor().Fields()
+	for i := range fs.Len() {
+		names = append(names, string(fs.Get(i).Name()))
+	}
+	want := []string{"job_id", "result", "summary", "raw_result", "agent", "trace_id", "lease", "lease_constraints",
+		"budget", "result_id", "result_size", "extensions"}
+	if !slices.Equal(names, want) {
+		t.Fatalf("RunJobResponse's fields are %q; appendRunJobFields writes %q", names, want)
 	}
 }
 

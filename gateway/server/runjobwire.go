@@ -14,13 +14,15 @@ import (
 	sessiongatev1 "github.com/sessiongate/sessiongate/gen/sessiongate/v1"
 )
 
-// RunJob's answer on the wire. A runtime's result reaches the gateway as
+// RunJob's payloads on the wire. A runtime's result reaches the gateway as
 // JSON and the caller as a google.protobuf.Value; the server's handler for
 // RunJob (runJobHandler) has runJob transcode the one into the other's
-// bytes and answer with those, a *rawMessage that the server's codec sends
-// as it is. The caller's input takes the opposite way: decodeRunJob writes
-// the Value's bytes as the JSON the runtime gets (appendWireJSON). Results the transcoder leaves alone (not JSON, duplicate keys,
-// deeper than 128, longer than 64 KiB, streamed in chunks) take the Value
+// bytes (appendValueWire) and answer with those, a *rawMessage that the
+// server's codec sends as it is. The caller's input takes the opposite
+// way: decodeRunJob writes the Value's bytes as the JSON the runtime gets
+// (appendWireJSON). Payloads the transcoders leave alone (not JSON,
+// duplicate keys, deeper than 128, a result longer than 64 KiB or streamed
+// in chunks, an encoding protobuf libraries do not write) take the Value
 // path as before, and RunJob itself (the SessionGatewayServer method)
 // always answers with a *RunJobResponse.
 
@@ -44,8 +46,11 @@ func runJobHandler(srv any, ctx context.Context, dec func(any) error, intercepto
 	}
 	info := &grpc.UnaryServerInfo{Server: srv, FullMethod: sessiongatev1.SessionGateway_RunJob_FullMethodName}
 	return interceptor(ctx, in, info, func(ctx context.Context, req any) (any, error) {
-		r := req.(*sessiongatev1.RunJobRequest)
-		if r != in {
+		r, ok := req.(*sessiongatev1.RunJobRequest)
+		switch {
+		case !ok:
+			return nil, status.Errorf(codes.Internal, "grpc: RunJob's request is a %T", req)
+		case r != in:
 			return s.runJob(ctx, r, nil, true)
 		}
 		return s.runJob(ctx, r, input, true)

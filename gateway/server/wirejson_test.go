@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -245,4 +247,63 @@ func TestDecodeRunJob(t *testing.T) {
 	whole("input as a varint", slices.Concat(base, protowire.AppendVarint(protowire.AppendTag(nil, runJobInputField, protowire.VarintType), 1)))
 	whole("truncated", slices.Concat(base, inputField(a))[:len(base)+3])
 	whole("invalid UTF-8 after the input", slices.Concat(base, inputField(a), protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), []byte("\xff"))))
+}
+
+// TestRunJobHandlerRequests: runJobHandler serves the request its
+// interceptors pass on. The one it decoded gets the input taken out as
+// JSON; one an interceptor substitutes is served with its own input; a
+// request of another type is refused, not a panic.
+func TestRunJobHandlerRequests(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	ctx := context.Background()
+	open, err := h.client.OpenSession(ctx, &sessiongatev1.OpenSessionRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := open.GetSessionId()
+	encode := func(in map[string]any) func(any) error {
+		b, err := proto.Marshal(&sessiongatev1.RunJobRequest{SessionId: sid, Agent: "echo", Input: mustValueTB(t, in)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return func(v any) error { v.(*rawMessage).b = b; return nil }
+	}
+	answer := func(resp any, err error) *sessiongatev1.RunJobResponse {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch m := resp.(type) {
+		case *rawMessage:
+			var r sessiongatev1.RunJobResponse
+			if err := proto.Unmarshal(m.b, &r); err != nil {
+				t.Fatal(err)
+			}
+			return &r
+		case *sessiongatev1.RunJobResponse:
+			return m
+		}
+		t.Fatalf("answer of type %T", resp)
+		return nil
+	}
+	pass := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
+		return next(ctx, req)
+	}
+	got := answer(runJobHandler(h.gw.svc, ctx, encode(map[string]any{"a": 1.0}), pass))
+	if f := got.GetResult().GetStructValue().GetFields(); f["a"].GetNumberValue() != 1 {
+		t.Fatalf("the decoded request's input came back as %v", got.GetResult())
+	}
+	swap := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
+		return next(ctx, &sessiongatev1.RunJobRequest{SessionId: sid, Agent: "echo", Input: mustValueTB(t, map[string]any{"b": "own"})})
+	}
+	got = answer(runJobHandler(h.gw.svc, ctx, encode(map[string]any{"a": 1.0}), swap))
+	if f := got.GetResult().GetStructValue().GetFields(); f["b"].GetStringValue() != "own" || f["a"] != nil {
+		t.Fatalf("a substituted request's input came back as %v", got.GetResult())
+	}
+	wrong := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
+		return next(ctx, &sessiongatev1.CancelJobRequest{})
+	}
+	if _, err := runJobHandler(h.gw.svc, ctx, encode(nil), wrong); status.Code(err) != codes.Internal {
+		t.Fatalf("a request of another type: %v, want INTERNAL", err)
+	}
 }

@@ -78,11 +78,19 @@ func (r *jsonReader) value(depth int) (*structpb.Value, bool) {
 }
 
 func (r *jsonReader) literal(lit string, v *structpb.Value) (*structpb.Value, bool) {
-	if len(r.b)-r.i < len(lit) || string(r.b[r.i:r.i+len(lit)]) != lit {
+	if !r.skipLiteral(lit) {
 		return nil, false
 	}
-	r.i += len(lit)
 	return v, true
+}
+
+// skipLiteral reads lit (true, false or null) at r.i.
+func (r *jsonReader) skipLiteral(lit string) bool {
+	if len(r.b)-r.i < len(lit) || string(r.b[r.i:r.i+len(lit)]) != lit {
+		return false
+	}
+	r.i += len(lit)
+	return true
 }
 
 func (r *jsonReader) object(depth int) (*structpb.Value, bool) {
@@ -173,29 +181,43 @@ func (r *jsonReader) after(end byte) (done, ok bool) {
 // copied once; escapes are decoded, except a surrogate escape that is not
 // a high-low pair.
 func (r *jsonReader) str() (string, bool) {
-	start := r.i + 1
+	plain, start, esc, ok := r.scanStr()
+	switch {
+	case !ok:
+		return "", false
+	case esc >= 0:
+		return r.escaped(start, esc)
+	}
+	return string(plain), true
+}
+
+// scanStr reads a string at r.i up to its closing quote, or up to its
+// first escape (esc, else -1), which escaped then finishes from start. A
+// string with no escape is plain, the text's own bytes, and r.i is past it.
+func (r *jsonReader) scanStr() (plain []byte, start, esc int, ok bool) {
+	start = r.i + 1
 	i := start
 	for i < len(r.b) {
 		c := r.b[i]
 		switch {
 		case c == '"':
 			r.i = i + 1
-			return string(r.b[start:i]), true
+			return r.b[start:i], start, -1, true
 		case c == '\\':
-			return r.escaped(start, i)
+			return nil, start, i, true
 		case c < 0x20:
-			return "", false
+			return nil, start, -1, false
 		case c < utf8.RuneSelf:
 			i++
 		default:
 			ru, size := utf8.DecodeRune(r.b[i:])
 			if ru == utf8.RuneError && size == 1 {
-				return "", false
+				return nil, start, -1, false
 			}
 			i += size
 		}
 	}
-	return "", false
+	return nil, start, -1, false
 }
 
 // escaped finishes a string whose first escape is at i.
@@ -289,6 +311,16 @@ func hex4(b []byte, i int) (rune, bool) {
 // number reads a number in JSON's grammar (RFC 8259 §6), which is
 // narrower than ParseFloat's.
 func (r *jsonReader) number() (*structpb.Value, bool) {
+	f, ok := r.float()
+	if !ok {
+		return nil, false
+	}
+	return &structpb.Value{Kind: &structpb.Value_NumberValue{NumberValue: f}}, true
+}
+
+// float reads a number at r.i as number does. An integer of at most 15
+// digits is exact in a float64 and is converted without ParseFloat.
+func (r *jsonReader) float() (float64, bool) {
 	b, start, i := r.b, r.i, r.i
 	digits := func() bool {
 		n := i
@@ -297,34 +329,52 @@ func (r *jsonReader) number() (*structpb.Value, bool) {
 		}
 		return i > n
 	}
-	if b[i] == '-' {
+	neg := b[i] == '-'
+	if neg {
 		i++
 	}
+	intStart := i
 	switch {
 	case i < len(b) && b[i] == '0':
 		i++
 	case !digits():
-		return nil, false
+		return 0, false
 	}
+	intEnd := i
+	plain := true
 	if i < len(b) && b[i] == '.' {
+		plain = false
 		i++
 		if !digits() {
-			return nil, false
+			return 0, false
 		}
 	}
 	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		plain = false
 		i++
 		if i < len(b) && (b[i] == '+' || b[i] == '-') {
 			i++
 		}
 		if !digits() {
-			return nil, false
+			return 0, false
 		}
+	}
+	if plain && intEnd-intStart <= 15 {
+		var n int64
+		for _, c := range b[intStart:intEnd] {
+			n = n*10 + int64(c-'0')
+		}
+		f := float64(n)
+		if neg {
+			f = -f
+		}
+		r.i = i
+		return f, true
 	}
 	f, err := strconv.ParseFloat(string(b[start:i]), 64)
 	if err != nil {
-		return nil, false
+		return 0, false
 	}
 	r.i = i
-	return &structpb.Value{Kind: &structpb.Value_NumberValue{NumberValue: f}}, true
+	return f, true
 }

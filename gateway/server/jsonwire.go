@@ -3,8 +3,6 @@ package server
 import (
 	"bytes"
 	"math"
-	"strconv"
-	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -141,14 +139,6 @@ func (w *wireWriter) value(depth int) bool {
 	return false
 }
 
-func (w *wireWriter) skipLiteral(lit string) bool {
-	if len(w.b)-w.i < len(lit) || string(w.b[w.i:w.i+len(lit)]) != lit {
-		return false
-	}
-	w.i += len(lit)
-	return true
-}
-
 func (w *wireWriter) boolean(lit string, v byte) bool {
 	if !w.skipLiteral(lit) {
 		return false
@@ -262,89 +252,13 @@ func (w *wireWriter) list(depth int) bool {
 // strBytes reads a string as jsonReader.str does and returns its decoded
 // bytes: the text's own when it has no escape (no copy), else a new slice.
 func (w *wireWriter) strBytes() ([]byte, bool) {
-	start := w.i + 1
-	i := start
-	for i < len(w.b) {
-		c := w.b[i]
-		switch {
-		case c == '"':
-			w.i = i + 1
-			return w.b[start:i], true
-		case c == '\\':
-			s, ok := w.escaped(start, i)
-			return []byte(s), ok
-		case c < 0x20:
-			return nil, false
-		case c < utf8.RuneSelf:
-			i++
-		default:
-			ru, size := utf8.DecodeRune(w.b[i:])
-			if ru == utf8.RuneError && size == 1 {
-				return nil, false
-			}
-			i += size
-		}
-	}
-	return nil, false
-}
-
-// float reads a number as jsonReader.number does. An integer of at most
-// 15 digits is exact in a float64 and is converted without ParseFloat.
-func (w *wireWriter) float() (float64, bool) {
-	b, start, i := w.b, w.i, w.i
-	digits := func() bool {
-		n := i
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
-		return i > n
-	}
-	neg := b[i] == '-'
-	if neg {
-		i++
-	}
-	intStart := i
+	plain, start, esc, ok := w.scanStr()
 	switch {
-	case i < len(b) && b[i] == '0':
-		i++
-	case !digits():
-		return 0, false
+	case !ok:
+		return nil, false
+	case esc >= 0:
+		s, ok := w.escaped(start, esc)
+		return []byte(s), ok
 	}
-	intEnd := i
-	plain := true
-	if i < len(b) && b[i] == '.' {
-		plain = false
-		i++
-		if !digits() {
-			return 0, false
-		}
-	}
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-		plain = false
-		i++
-		if i < len(b) && (b[i] == '+' || b[i] == '-') {
-			i++
-		}
-		if !digits() {
-			return 0, false
-		}
-	}
-	if plain && intEnd-intStart <= 15 {
-		var n int64
-		for _, c := range b[intStart:intEnd] {
-			n = n*10 + int64(c-'0')
-		}
-		f := float64(n)
-		if neg {
-			f = -f
-		}
-		w.i = i
-		return f, true
-	}
-	f, err := strconv.ParseFloat(string(b[start:i]), 64)
-	if err != nil {
-		return 0, false
-	}
-	w.i = i
-	return f, true
+	return plain, true
 }

@@ -107,15 +107,11 @@ func (w *jsonWriter) object(s []byte, depth int) bool {
 		w.entries = w.entries[:base]
 	}()
 	for len(s) > 0 {
-		num, typ, n := protowire.ConsumeTag(s)
-		if n < 0 || num != structFields || typ != protowire.BytesType {
+		e, rest, ok := consumeField(s, structFields)
+		if !ok {
 			return false
 		}
-		e, m := protowire.ConsumeBytes(s[n:])
-		if m < 0 {
-			return false
-		}
-		s = s[n+m:]
+		s = rest
 		key, val, ok := mapEntry(e)
 		if !ok || !utf8.Valid(key) {
 			return false
@@ -170,15 +166,11 @@ func mapEntry(e []byte) (key, val []byte, ok bool) {
 func (w *jsonWriter) list(l []byte, depth int) bool {
 	w.out = append(w.out, '[')
 	for i := 0; len(l) > 0; i++ {
-		num, typ, n := protowire.ConsumeTag(l)
-		if n < 0 || num != listValues || typ != protowire.BytesType {
+		v, rest, ok := consumeField(l, listValues)
+		if !ok {
 			return false
 		}
-		v, m := protowire.ConsumeBytes(l[n:])
-		if m < 0 {
-			return false
-		}
-		l = l[n+m:]
+		l = rest
 		if i > 0 {
 			w.out = append(w.out, ',')
 		}
@@ -190,6 +182,21 @@ func (w *jsonWriter) list(l []byte, depth int) bool {
 	return true
 }
 
+// consumeField reads the length-delimited field num at the start of b:
+// its bytes and what follows. ok is false for any other field or wire
+// type, or bytes that are not well formed.
+func consumeField(b []byte, num protowire.Number) (v, rest []byte, ok bool) {
+	n, typ, tn := protowire.ConsumeTag(b)
+	if tn < 0 || n != num || typ != protowire.BytesType {
+		return nil, nil, false
+	}
+	v, vn := protowire.ConsumeBytes(b[tn:])
+	if vn < 0 {
+		return nil, nil, false
+	}
+	return v, b[tn+vn:], true
+}
+
 // appendValidString is appendString for text already known to be valid
 // UTF-8, where that only escapes ASCII.
 func appendValidString(b, s []byte) []byte {
@@ -199,19 +206,7 @@ func appendValidString(b, s []byte) []byte {
 		if c >= 0x20 && c != '"' && c != '\\' {
 			continue
 		}
-		b = append(b, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			b = append(b, '\\', c)
-		case '\n':
-			b = append(b, '\\', 'n')
-		case '\r':
-			b = append(b, '\\', 'r')
-		case '\t':
-			b = append(b, '\\', 't')
-		default:
-			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-		}
+		b = appendEscape(append(b, s[start:i]...), c)
 		start = i + 1
 	}
 	b = append(b, s[start:]...)

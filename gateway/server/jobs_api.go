@@ -258,23 +258,15 @@ func leaseProto(raw json.RawMessage) *sessiongatev1.Lease {
 // isEmptyObject says whether raw is the JSON text {}, with or without
 // JSON's white space around it and inside it.
 func isEmptyObject(raw []byte) bool {
-	i, n := 0, len(raw)
-	space := func(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
-	for i < n && space(raw[i]) {
-		i++
-	}
-	for n > i && space(raw[n-1]) {
-		n--
-	}
-	if n-i < 2 || raw[i] != '{' || raw[n-1] != '}' {
-		return false
-	}
-	for _, c := range raw[i+1 : n-1] {
-		if !space(c) {
+	r := jsonReader{b: raw}
+	for _, c := range []byte("{}") {
+		if r.space(); r.i >= len(r.b) || r.b[r.i] != c {
 			return false
 		}
+		r.i++
 	}
-	return true
+	r.space()
+	return r.i == len(r.b)
 }
 
 func constraintsProto(raw json.RawMessage) *sessiongatev1.LeaseConstraints {

@@ -423,10 +423,10 @@ func (s *service) runJob(ctx context.Context, req *sessiongatev1.RunJobRequest, 
 		return nil, s.err(&assemblyError{jobID: acc.JobID, err: term.AssemblyErr})
 	}
 	resp := &sessiongatev1.RunJobResponse{JobId: acc.JobID}
+	decorateRun(resp, acc, term)
 	if term.Result != nil {
 		resp.Summary = term.Result.Summary
 		if wire && term.Assembled == nil && len(term.Result.Result) > 0 {
-			decorateRun(resp, acc, term)
 			if b, ok := appendRunJobWire(resp, term.Result.Result); ok {
 				sess.Conn.Forget(acc.JobID) // the result now lives in b only
 				return &rawMessage{b: b}, nil
@@ -443,7 +443,6 @@ func (s *service) runJob(ctx context.Context, req *sessiongatev1.RunJobRequest, 
 			resp.Result, resp.RawResult = nil, slices.Clone(a.Data)
 		}
 	}
-	decorateRun(resp, acc, term)
 	sess.Conn.Forget(acc.JobID) // the result now lives in resp only
 	return resp, nil
 }

@@ -66,12 +66,7 @@ func TestParseValue(t *testing.T) {
 // by a byte inserted, dropped or changed. The seed is printed, and
 // PARSE_SEED replays one.
 func TestParseValueAgrees(t *testing.T) {
-	seed := rand.Uint64()
-	if s := os.Getenv("PARSE_SEED"); s != "" {
-		seed, _ = strconv.ParseUint(s, 10, 64)
-	}
-	t.Logf("PARSE_SEED=%d", seed)
-	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	rng := parseRand(t, 0x9e3779b97f4a7c15)
 	handled, valid := 0, 0
 	for range 3000 {
 		doc := randomJSON(rng, 0)
@@ -91,6 +86,22 @@ func TestParseValueAgrees(t *testing.T) {
 	if valid != 3000 || handled != valid {
 		t.Fatalf("%d of 3000 texts valid, %d read by the fast path", valid, handled)
 	}
+}
+
+// parseRand is the random source of the payload tests: seeded at random,
+// the seed printed, and PARSE_SEED replays one. stream tells the tests'
+// sequences apart under one seed.
+func parseRand(t *testing.T, stream uint64) *rand.Rand {
+	t.Helper()
+	seed := rand.Uint64()
+	if s := os.Getenv("PARSE_SEED"); s != "" {
+		var err error
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatalf("PARSE_SEED=%q: %v", s, err)
+		}
+	}
+	t.Logf("PARSE_SEED=%d", seed)
+	return rand.New(rand.NewPCG(seed, seed^stream))
 }
 
 func randomJSON(rng *rand.Rand, depth int) string {

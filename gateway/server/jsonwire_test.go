@@ -3,10 +3,7 @@ package server
 import (
 	"bytes"
 	"fmt"
-	"math/rand/v2"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -109,12 +106,7 @@ func TestValueWire(t *testing.T) {
 // generator), each also mutated by a byte inserted, dropped or changed.
 // The seed is printed, and PARSE_SEED replays one.
 func TestValueWireAgrees(t *testing.T) {
-	seed := rand.Uint64()
-	if s := os.Getenv("PARSE_SEED"); s != "" {
-		seed, _ = strconv.ParseUint(s, 10, 64)
-	}
-	t.Logf("PARSE_SEED=%d", seed)
-	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	rng := parseRand(t, 0x9e3779b97f4a7c15)
 	handled := 0
 	for range 3000 {
 		raw := []byte(randomJSON(rng, 0))
@@ -144,9 +136,7 @@ func FuzzValueWire(f *testing.F) {
 // transcoder leaves alone, or one protobuf would refuse to marshal, is
 // refused rather than half written.
 func TestRunJobWire(t *testing.T) {
-	seed := rand.Uint64()
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, 7))
+	rng := parseRand(t, 7)
 	leases := []*sessiongatev1.Lease{nil, {}, {Capabilities: map[string]*sessiongatev1.LeasePatterns{"fs.read": {Patterns: []string{"/tmp/**"}}}}}
 	constraints := []*sessiongatev1.LeaseConstraints{nil, {ExpiresAt: timestamppb.New(time.Unix(1_900_000_000, 0))}}
 	budgets := []map[string]float64{nil, {}, {"usd": 1.5}}

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"math"
-	"math/rand/v2"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -141,12 +139,7 @@ func TestWireJSON(t *testing.T) {
 // dropped or changed, and under a random cap. The seed is printed, and
 // PARSE_SEED replays one.
 func TestWireJSONAgrees(t *testing.T) {
-	seed := rand.Uint64()
-	if s := os.Getenv("PARSE_SEED"); s != "" {
-		seed, _ = strconv.ParseUint(s, 10, 64)
-	}
-	t.Logf("PARSE_SEED=%d", seed)
-	rng := rand.New(rand.NewPCG(seed, seed^0x2545f4914f6cdd1d))
+	rng := parseRand(t, 0x2545f4914f6cdd1d)
 	handled := 0
 	for range 3000 {
 		v, ok := parseValue([]byte(randomJSON(rng, 0)))
@@ -186,9 +179,7 @@ func FuzzWireJSON(f *testing.F) {
 // request whose input is odd, repeated or absent is decoded whole, and
 // bytes that are not a request get grpc-go's error.
 func TestDecodeRunJob(t *testing.T) {
-	seed := rand.Uint64()
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, 11))
+	rng := parseRand(t, 11)
 	const max = 1 << 20
 	for i := range 1000 {
 		in, _ := parseValue([]byte(randomJSON(rng, 0)))

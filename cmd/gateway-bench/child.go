@@ -233,10 +233,11 @@ func (w *childOut) Write(p []byte) (int, error) {
 	defer w.mu.Unlock()
 	w.buf.Write(p)
 	for {
-		line, rest, ok := bytes.Cut(w.buf.Bytes(), []byte("\n"))
+		line, _, ok := bytes.Cut(w.buf.Bytes(), []byte("\n"))
 		if !ok {
 			break
 		}
+		w.buf.Next(len(line) + 1)
 		l := strings.TrimSpace(string(line))
 		switch {
 		case !w.sent:
@@ -248,7 +249,6 @@ func (w *childOut) Write(p []byte) (int, error) {
 			default:
 			}
 		}
-		w.buf = *bytes.NewBuffer(bytes.Clone(rest))
 	}
 	if w.buf.Len() > 64<<10 {
 		w.buf.Reset() // no line this long is one of ours

@@ -277,24 +277,33 @@ func TestFitSessions(t *testing.T) {
 	}
 }
 
-// TestRuntimeChildListeners: the runtime child serves as many listeners as
-// asked, each a runtime of its own that completes a WebSocket handshake.
-func TestRuntimeChildListeners(t *testing.T) {
+// startTestChild starts this test binary as the runtime child with args
+// (after serveRuntimeArg), stopped when the test ends; ctx bounds the
+// test's calls to it at a minute.
+func startTestChild(t *testing.T, args ...string) (context.Context, *runtimeChild) {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	rt, err := startRuntimeChild(ctx, exe, []string{serveRuntimeArg, "3"})
+	t.Cleanup(cancel)
+	rt, err := startRuntimeChild(ctx, exe, append([]string{serveRuntimeArg}, args...))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
+	t.Cleanup(func() {
 		if err := rt.stop(); err != nil {
 			t.Error(err)
 		}
-	}()
+	})
+	return ctx, rt
+}
+
+// TestRuntimeChildListeners: the runtime child serves as many listeners as
+// asked, each a runtime of its own that completes a WebSocket handshake.
+func TestRuntimeChildListeners(t *testing.T) {
+	ctx, rt := startTestChild(t, "3")
 	if len(rt.urls) != 3 || rt.url != rt.urls[0] || rt.urls[0] == rt.urls[1] || rt.urls[1] == rt.urls[2] {
 		t.Fatalf("urls = %q", rt.urls)
 	}
@@ -367,21 +376,7 @@ func TestClientWindowFlag(t *testing.T) {
 // parent settles it, says so, and goes on serving; each settle waits for
 // its own answer.
 func TestRuntimeChildSettle(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	rt, err := startRuntimeChild(ctx, exe, []string{serveRuntimeArg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := rt.stop(); err != nil {
-			t.Error(err)
-		}
-	}()
+	ctx, rt := startTestChild(t)
 	for i := range 3 {
 		if err := rt.settle(ctx); err != nil {
 			t.Fatalf("settle %d: %v", i, err)

@@ -14,11 +14,19 @@
 //
 // The tuner raises GOGC while the live heap is small, so that the heap goal
 // is MinHeap instead, and lowers it back to the configured GOGC as the live
-// heap grows: the goal is max(live × (1 + GOGC/100), MinHeap). It runs once
-// per collection (from a finalizer, so it costs nothing between cycles and
-// needs no goroutine of its own) and never lowers GOGC below the configured
-// value. GOMEMLIMIT still applies: near the limit the collector runs
-// whatever GOGC says. With GOGC=off the tuner does nothing.
+// heap grows: the goal is max(the configured GOGC's goal, MinHeap). It runs
+// once per collection (from a finalizer, so it costs nothing between cycles
+// and needs no goroutine of its own) and never lowers GOGC below the
+// configured value. GOMEMLIMIT still applies: near the limit the collector
+// runs whatever GOGC says. With GOGC=off the tuner does nothing.
+//
+// The GOGC it picks follows the runtime's own goal (Go 1.21 on): the heap
+// marked live, plus GOGC percent of that heap, the stacks and the globals
+// the last cycle scanned, but never less than 4 MiB × GOGC/100. So the
+// percentage is bounded by MinHeap ÷ 4 MiB (1600 for 64 MiB), and a process
+// that has not collected yet (nothing measured live) starts at that bound:
+// its first cycle comes at MinHeap, not at the 4 MiB × GOGC/100 a larger
+// percentage would put it at.
 //
 // The price is memory: an idle gateway's heap may grow to MinHeap before it
 // is collected. Live memory (what the gateway holds) is unchanged.
@@ -37,9 +45,13 @@ import (
 // otherwise (--gc-min-heap-mib), in MiB.
 const DefaultMinHeapMiB = 64
 
-// maxPercent bounds the GOGC the tuner sets (a tiny live heap would
-// otherwise ask for an absurd percentage).
+// maxPercent bounds the GOGC the tuner sets.
 const maxPercent = 50_000
+
+// runtimeHeapMinimum is the runtime's least heap goal at GOGC=100 (its
+// defaultHeapMinimum); at GOGC=p the least goal is this × p/100.
+// TestGoalIsMinHeap holds it to the runtime's.
+const runtimeHeapMinimum = 4 << 20
 
 // Tuner adjusts GOGC after every collection. Stop ends it.
 type Tuner struct {
@@ -51,7 +63,7 @@ type Tuner struct {
 	stopped atomic.Bool
 	sample  []metrics.Sample
 
-	onAdjust func(live uint64, percent int) // tests
+	onAdjust func(h Heap, percent int) // tests
 }
 
 // sentinel is garbage by design: its finalizer runs once per collection.
@@ -65,7 +77,7 @@ func Start(minHeap uint64) *Tuner {
 	return start(minHeap, nil)
 }
 
-func start(minHeap uint64, onAdjust func(uint64, int)) *Tuner {
+func start(minHeap uint64, onAdjust func(Heap, int)) *Tuner {
 	base := debug.SetGCPercent(100)
 	debug.SetGCPercent(base)
 	if minHeap == 0 || base < 0 {
@@ -75,7 +87,7 @@ func start(minHeap uint64, onAdjust func(uint64, int)) *Tuner {
 		minHeap:  minHeap,
 		base:     base,
 		current:  base,
-		sample:   []metrics.Sample{{Name: "/gc/heap/live:bytes"}},
+		sample:   heapSample(),
 		onAdjust: onAdjust,
 	}
 	t.adjust()
@@ -95,40 +107,75 @@ func (t *Tuner) arm() {
 	})
 }
 
-// adjust sets GOGC for the live heap the last collection measured.
+// adjust sets GOGC for what the last collection measured.
 func (t *Tuner) adjust() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.stopped.Load() {
 		return
 	}
-	metrics.Read(t.sample)
-	var live uint64
-	if t.sample[0].Value.Kind() == metrics.KindUint64 {
-		live = t.sample[0].Value.Uint64()
-	}
-	p := Percent(live, t.minHeap, t.base)
+	heap := readHeap(t.sample)
+	p := Percent(heap, t.minHeap, t.base)
 	if p != t.current {
 		debug.SetGCPercent(p)
 		t.current = p
 	}
 	if t.onAdjust != nil {
-		t.onAdjust(live, p)
+		t.onAdjust(heap, p)
 	}
 }
 
-// Percent is the GOGC that makes the heap goal max(live × (1 + base/100),
-// minHeap), at least base and at most maxPercent.
-func Percent(live, minHeap uint64, base int) int {
-	if live == 0 {
-		live = 1
+// Heap is what the runtime's heap goal is computed from: the bytes the last
+// collection marked live, and the stack and global bytes it scanned. All
+// are 0 before the first collection.
+type Heap struct {
+	Live, Stacks, Globals uint64
+}
+
+// heapSample is the runtime/metrics sample readHeap reads.
+func heapSample() []metrics.Sample {
+	return []metrics.Sample{
+		{Name: "/gc/heap/live:bytes"},
+		{Name: "/gc/scan/stack:bytes"},
+		{Name: "/gc/scan/globals:bytes"},
 	}
-	goal := float64(live) * (1 + float64(base)/100)
-	if goal >= float64(minHeap) {
+}
+
+// readHeap reads the Heap the last collection measured into sample
+// (heapSample's).
+func readHeap(sample []metrics.Sample) Heap {
+	metrics.Read(sample)
+	var v [3]uint64
+	for i, s := range sample {
+		if s.Value.Kind() == metrics.KindUint64 {
+			v[i] = s.Value.Uint64()
+		}
+	}
+	return Heap{Live: v[0], Stacks: v[1], Globals: v[2]}
+}
+
+// Goal is the runtime's heap goal for h at GOGC=percent (percent ≥ 0):
+// Live + (Live + Stacks + Globals) × percent/100, at least 4 MiB ×
+// percent/100.
+func Goal(h Heap, percent int) uint64 {
+	p := uint64(percent)
+	return max(h.Live+(h.Live+h.Stacks+h.Globals)*p/100, runtimeHeapMinimum*p/100)
+}
+
+// Percent is the GOGC that makes the heap goal max(Goal(h, base), minHeap):
+// base when that reaches minHeap, else the largest percentage whose goal
+// does not pass minHeap. It is at least base and at most maxPercent.
+func Percent(h Heap, minHeap uint64, base int) int {
+	if Goal(h, base) >= minHeap {
 		return base
 	}
-	p := (float64(minHeap)/float64(live) - 1) * 100
-	return int(math.Min(math.Ceil(p), maxPercent))
+	// Both terms of Goal grow with the percentage; the smaller of the two
+	// bounds keeps both within minHeap.
+	p := float64(minHeap) * 100 / runtimeHeapMinimum
+	if scanned := h.Live + h.Stacks + h.Globals; scanned > 0 {
+		p = math.Min(p, float64(minHeap-h.Live)*100/float64(scanned))
+	}
+	return max(base, int(math.Min(math.Floor(p), maxPercent)))
 }
 
 // Stop restores the configured GOGC. It is safe to call on a nil Tuner and

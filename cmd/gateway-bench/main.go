@@ -30,6 +30,10 @@
 //     same concurrency, one session per worker, beside the no-op's
 //     throughput. It runs before 3's concurrent point, so that it does not
 //     carry the jobs that point leaves retained (sections.go says why).
+//     3b. Same rate: section 3's RunJob callers and the direct ARCP client
+//     (on fresh connections), both held by a pacer to 0.7 of the calls/s
+//     RunJob reached in 3, for their CPU per call (held.go says why). Its
+//     ratio, direct ÷ RunJob CPU per call, is a figure, not a target.
 //  5. Memory per idle live session: runtime.MemStats of this process (the
 //     gateway, heap and stacks) before and after opening N sessions through
 //     OpenSession, every one READY, after GC: (HeapAlloc + StackInuse) delta

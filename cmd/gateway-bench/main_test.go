@@ -64,6 +64,13 @@ func TestSmoke(t *testing.T) {
 		}
 	}
 	j.positive("gateway_run_job.concurrent", "sessions")
+	// 3b: both sides held to 0.9 of RunJob's free rate.
+	j.positive("same_rate", "per_sec")
+	j.positive("same_rate.arcp_direct", "calls", "seconds", "calls_per_sec", "concurrency", "conns")
+	j.positive("same_rate.gateway_run_job", "calls", "seconds", "calls_per_sec", "concurrency", "conns", "sessions")
+	if got, want := j.num("same_rate.per_sec"), heldShare*j.num("gateway_run_job.concurrent.calls_per_sec"); got != want {
+		t.Errorf("same_rate.per_sec = %v, want %v", got, want)
+	}
 	j.positive("gateway_status.concurrent", "calls", "seconds", "calls_per_sec", "p50_ns", "p99_ns", "sessions")
 	j.positive("scale", "live_sessions", "p50_one_session_ns", "p50_many_sessions_ns")
 	j.positive("tombstones", "entries", "bytes_per_entry", "mib_per_million", "insert_ns_per_op",
@@ -129,6 +136,7 @@ func TestSmoke(t *testing.T) {
 	for name, pair := range map[string][2]string{
 		"throughput": {"arcp_direct.concurrent", "gateway_run_job.concurrent"},
 		"status":     {"grpc_noop.concurrent", "gateway_status.concurrent"},
+		"same_rate":  {"same_rate.arcp_direct", "same_rate.gateway_run_job"},
 	} {
 		num, den := j.num(pair[0]+".cpu_ns_per_call"), j.num(pair[1]+".cpu_ns_per_call")
 		want := 0.0

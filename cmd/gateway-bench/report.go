@@ -16,6 +16,7 @@ type report struct {
 	ARCP        serviceResult     `json:"arcp_direct"`     // 1
 	Noop        serviceResult     `json:"grpc_noop"`       // 2
 	RunJob      serviceResult     `json:"gateway_run_job"` // 3
+	Held        heldResult        `json:"same_rate"`       // 3b
 	Status      statusResult      `json:"gateway_status"`  // 4
 	Memory      []memoryResult    `json:"session_memory"`  // 5
 	Scale       scaleResult       `json:"scale"`           // 6
@@ -90,6 +91,9 @@ type cpuRatios struct {
 	Throughput float64 `json:"throughput"`
 	// Status = no-op CPU/call ÷ GetSessionStatus CPU/call, concurrent.
 	Status float64 `json:"status"`
+	// SameRate = ARCP direct CPU/call ÷ RunJob CPU/call, both held to the
+	// same rate (section 3b): what the gateway costs apart from the rate.
+	SameRate float64 `json:"same_rate"`
 }
 
 func computeCPURatios(r *report) cpuRatios {
@@ -102,6 +106,7 @@ func computeCPURatios(r *report) cpuRatios {
 	return cpuRatios{
 		Throughput: ratio(r.ARCP.Concurrent.CPUNsPerCall, r.RunJob.Concurrent.CPUNsPerCall),
 		Status:     ratio(r.Noop.Concurrent.CPUNsPerCall, r.Status.Concurrent.CPUNsPerCall),
+		SameRate:   ratio(r.Held.ARCP.CPUNsPerCall, r.Held.RunJob.CPUNsPerCall),
 	}
 }
 
@@ -177,7 +182,7 @@ func (r *report) finish(elapsed time.Duration) {
 	r.MaxOtherCPU = -1
 	for _, v := range []float64{r.ARCP.Serial.OtherCPU, r.ARCP.Concurrent.OtherCPU, r.Noop.Serial.OtherCPU,
 		r.Noop.Concurrent.OtherCPU, r.RunJob.Serial.OtherCPU, r.RunJob.Concurrent.OtherCPU,
-		r.Status.Concurrent.OtherCPU, r.Scale.Many.OtherCPU, r.Tombstones.OtherCPU, r.Interceptor.OtherCPU,
+		r.Status.Concurrent.OtherCPU, r.Held.ARCP.OtherCPU, r.Held.RunJob.OtherCPU, r.Scale.Many.OtherCPU, r.Tombstones.OtherCPU, r.Interceptor.OtherCPU,
 		r.Cluster.Local.OtherCPU, r.Cluster.Forwarded.OtherCPU} {
 		r.MaxOtherCPU = max(r.MaxOtherCPU, v)
 	}
@@ -256,6 +261,11 @@ func writeTable(w io.Writer, r *report) error {
 	addThr(fmt.Sprintf("3 gateway RunJob(echo), %d sessions", r.RunJob.Concurrent.Sessions), &r.RunJob.Serial, r.RunJob.Concurrent)
 	addThr(fmt.Sprintf("4 gateway GetSessionStatus, %d sessions", r.Status.Concurrent.Sessions), nil, r.Status.Concurrent)
 	blocks = append(blocks, thr)
+	blocks = append(blocks, []string{
+		fmt.Sprintf("3b HELD TO %.0f CALLS/S, c=%d\tcalls/s\tCPU/call\tof which the runtime's", r.Held.PerSec, c.Concurrency),
+		fmt.Sprintf("1b ARCP direct echo\t%.0f\t%s\t%s", r.Held.ARCP.CallsPerSec, us(r.Held.ARCP.CPUNsPerCall), us(r.Held.ARCP.RuntimeCPUNsPerCall)),
+		fmt.Sprintf("3b gateway RunJob(echo)\t%.0f\t%s\t%s", r.Held.RunJob.CallsPerSec, us(r.Held.RunJob.CPUNsPerCall), us(r.Held.RunJob.RuntimeCPUNsPerCall)),
+	})
 
 	mem := []string{"5 MEMORY PER IDLE SESSION\theap_alloc+stack\theap_inuse+stack\tgoroutines\topened/s\tCPU while idle"}
 	for _, mr := range r.Memory {
@@ -289,6 +299,7 @@ func writeTable(w io.Writer, r *report) error {
 		fmt.Sprintf("scale: 6 at %d ÷ 6 at 1 (p50)\t%.3f", r.Scale.LiveSessions, q.Scale),
 		fmt.Sprintf("(by CPU/call, for a busy machine) throughput: 1 ÷ 3\t%.3f", r.CPURatios.Throughput),
 		fmt.Sprintf("(by CPU/call, for a busy machine) status: 2 ÷ 4\t%.3f", r.CPURatios.Status),
+		fmt.Sprintf("(by CPU/call, held to the same rate) 1b ÷ 3b\t%.3f", r.CPURatios.SameRate),
 	})
 
 	targets := []string{"TARGETS (2 cores)\ttarget\tmeasured\tresult"}

@@ -94,7 +94,8 @@ func (b *bench) freshSession(ctx context.Context) ([]callFunc, func() error, err
 }
 
 // gatewayCalls is the concurrent points of sections 3 and 4 (the probe's,
-// then RunJob's), on one session per worker, closed again afterwards.
+// then RunJob's), and section 3b (held.go), on one session per worker,
+// closed again afterwards.
 func (b *bench) gatewayCalls(ctx context.Context, rep *report) (err error) {
 	cc0 := b.gwConns[0]
 	var ids []string
@@ -129,7 +130,10 @@ func (b *bench) gatewayCalls(ctx context.Context, rep *report) (err error) {
 	if rep.Status.Concurrent, err = b.measure(ctx, pointSpec{name: "4 gateway GetSessionStatus", conns: conns, sessions: n, work: reuse(probes)}); err != nil {
 		return err
 	}
-	rep.RunJob.Concurrent, err = b.measure(ctx, pointSpec{name: "3 gateway RunJob(echo)", conns: conns, sessions: n, work: reuse(runs)})
+	if rep.RunJob.Concurrent, err = b.measure(ctx, pointSpec{name: "3 gateway RunJob(echo)", conns: conns, sessions: n, work: reuse(runs)}); err != nil {
+		return err
+	}
+	rep.Held, err = b.heldPoints(ctx, runs, conns, n, rep.RunJob.Concurrent.CallsPerSec)
 	return err
 }
 

@@ -94,6 +94,11 @@ func summarizeReports(w io.Writer, paths []string) error {
 		{"3 … of which the runtime child's, µs", func(r *report) float64 { return us(r.RunJob.Concurrent.RuntimeCPUNsPerCall) }},
 		{"4 GetSessionStatus calls/s at c", func(r *report) float64 { return r.Status.Concurrent.CallsPerSec }},
 		{"4 GetSessionStatus CPU/call at c, µs", func(r *report) float64 { return us(r.Status.Concurrent.CPUNsPerCall) }},
+		{"3b rate both sides were held to, calls/s", func(r *report) float64 { return r.Held.PerSec }},
+		{"1b ARCP direct held: CPU/call, µs", func(r *report) float64 { return us(r.Held.ARCP.CPUNsPerCall) }},
+		{"1b … of which the runtime child's, µs", func(r *report) float64 { return us(r.Held.ARCP.RuntimeCPUNsPerCall) }},
+		{"3b RunJob held: CPU/call, µs", func(r *report) float64 { return us(r.Held.RunJob.CPUNsPerCall) }},
+		{"3b … of which the runtime child's, µs", func(r *report) float64 { return us(r.Held.RunJob.RuntimeCPUNsPerCall) }},
 		{"6 RunJob p50 at 1, one session open (before 5), µs", func(r *report) float64 { return us(r.Scale.P50OneNs) }},
 		{"6 RunJob p50 at 1 with the most sessions open, µs", func(r *report) float64 { return us(r.Scale.P50ManyNs) }},
 		{"5 CPU while the most sessions sit idle, % of a core", func(r *report) float64 {
@@ -104,6 +109,7 @@ func summarizeReports(w io.Writer, paths []string) error {
 		}},
 		{"throughput ratio from CPU/call (1 ÷ 3)", func(r *report) float64 { return r.CPURatios.Throughput }},
 		{"status ratio from CPU/call (2 ÷ 4)", func(r *report) float64 { return r.CPURatios.Status }},
+		{"same-rate ratio from CPU/call (1b ÷ 3b)", func(r *report) float64 { return r.CPURatios.SameRate }},
 		{"9a local RunJob p50, µs", func(r *report) float64 { return us(r.Cluster.Local.P50Ns) }},
 		{"9a forwarded RunJob p50, µs", func(r *report) float64 { return us(r.Cluster.Forwarded.P50Ns) }},
 	} {

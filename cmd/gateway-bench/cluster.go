@@ -11,11 +11,13 @@ import (
 	"net"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
@@ -76,7 +78,11 @@ type clusterFailures struct {
 	// Rolling restart of every replica under load.
 	RollingOK     int64            `json:"rolling_ok"`
 	RollingFailed map[string]int64 `json:"rolling_failed"` // by status code
-	SessionsLost  int              `json:"rolling_sessions_lost"`
+	// RollingFailedWhy is the same calls by status code and reason: the
+	// gateway's ErrorInfo reason, or "no connection" when the call never
+	// reached a gateway (the replica was down).
+	RollingFailedWhy map[string]int64 `json:"rolling_failed_why"`
+	SessionsLost     int              `json:"rolling_sessions_lost"`
 }
 
 // clusterSecret is the secret of 9a's replicas.
@@ -251,7 +257,7 @@ func (b *bench) clusterFailures(ctx context.Context, r *clusterResult) (err erro
 	if err := rollingFigures(ctx, c, gws, f); err != nil {
 		return fmt.Errorf("rolling restart: %w", err)
 	}
-	b.progress("9b rolling restart: %d calls ok, failed by code %v, %d sessions lost", f.RollingOK, f.RollingFailed, f.SessionsLost)
+	b.progress("9b rolling restart: %d calls ok, failed %s, %d sessions lost", f.RollingOK, countsText(f.RollingFailedWhy), f.SessionsLost)
 	r.Failures = f
 	return nil
 }
@@ -390,6 +396,7 @@ func rollingFigures(ctx context.Context, c *clustertest.Cluster, gws []sessionga
 		mu     sync.Mutex
 		ok     atomic.Int64
 		failed = map[string]int64{}
+		why    = map[string]int64{}
 		lost   = map[string]bool{}
 	)
 	lctx, stopLoad := context.WithCancel(ctx)
@@ -408,6 +415,7 @@ func rollingFigures(ctx context.Context, c *clustertest.Cluster, gws []sessionga
 				}
 				mu.Lock()
 				failed[status.Code(err).String()]++
+				why[failReason(err)]++
 				if status.Code(err) == codes.NotFound {
 					lost[sid] = true
 				}
@@ -446,8 +454,42 @@ func rollingFigures(ctx context.Context, c *clustertest.Cluster, gws []sessionga
 	wg.Wait()
 	f.RollingOK = ok.Load()
 	f.RollingFailed = failed
+	f.RollingFailedWhy = why
 	f.SessionsLost = len(lost)
 	return err
+}
+
+// countsText lists counts by key, keys sorted: "A 2, B 1", or "none".
+func countsText(counts map[string]int64) string {
+	if len(counts) == 0 {
+		return "none"
+	}
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, counts[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// failReason names a failed call's status code and why: the reason of the
+// gateway's ErrorInfo, "no connection" when the call did not reach a
+// gateway (grpc-go's own UNAVAILABLE, which has no details), else "other".
+func failReason(err error) string {
+	st := status.Convert(err)
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() != "" {
+			return st.Code().String() + " " + info.GetReason()
+		}
+	}
+	if st.Code() == codes.Unavailable && strings.Contains(st.Message(), "connection") {
+		return st.Code().String() + " no connection"
+	}
+	return st.Code().String() + " other"
 }
 
 // clusterTargets are section 9's rows of the TARGETS table (none for a
@@ -483,25 +525,12 @@ func clusterBlock(r clusterResult) []string {
 	if f == nil {
 		return append(out, "9b skipped: "+r.FailuresSkipped)
 	}
-	failed := "none"
-	if len(f.RollingFailed) > 0 {
-		keys := make([]string, 0, len(f.RollingFailed))
-		for k := range f.RollingFailed {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		failed = ""
-		for i, k := range keys {
-			if i > 0 {
-				failed += ", "
-			}
-			failed += fmt.Sprintf("%s %d", k, f.RollingFailed[k])
-		}
-	}
+	failed, why := countsText(f.RollingFailed), countsText(f.RollingFailedWhy)
 	return append(out,
 		fmt.Sprintf("9b takeover (3 real replicas, lease TTL %gs): SIGKILL → first call through another replica\t%.3fs", f.LeaseTTLSeconds, f.TakeoverSeconds),
 		fmt.Sprintf("9b events across the takeover: lost, twice (of %d)\t%d, %d", f.Events, f.EventsLost, f.EventsDuplicated),
 		fmt.Sprintf("9b rolling SIGTERM restart of 3 replicas: calls ok\t%d", f.RollingOK),
 		fmt.Sprintf("9b rolling restart: calls failed, by status code\t%s", failed),
+		fmt.Sprintf("9b rolling restart: calls failed, by code and reason\t%s", why),
 		fmt.Sprintf("9b rolling restart: sessions lost\t%d", f.SessionsLost))
 }

@@ -20,7 +20,7 @@
 // configured value. GOMEMLIMIT still applies: near the limit the collector
 // runs whatever GOGC says. With GOGC=off the tuner does nothing.
 //
-// The GOGC it picks follows the runtime's own goal (Go 1.21 on): the heap
+// The GOGC it picks follows the runtime's own goal: the heap
 // marked live, plus GOGC percent of that heap, the stacks and the globals
 // the last cycle scanned, but never less than 4 MiB × GOGC/100. So the
 // percentage is bounded by MinHeap ÷ 4 MiB (1600 for 64 MiB), and a process

@@ -20,13 +20,13 @@
 // configured value. GOMEMLIMIT still applies: near the limit the collector
 // runs whatever GOGC says. With GOGC=off the tuner does nothing.
 //
-// The GOGC it picks follows the runtime's own goal: the heap
-// marked live, plus GOGC percent of that heap, the stacks and the globals
-// the last cycle scanned, but never less than 4 MiB × GOGC/100. So the
-// percentage is bounded by MinHeap ÷ 4 MiB (1600 for 64 MiB), and a process
-// that has not collected yet (nothing measured live) starts at that bound:
-// its first cycle comes at MinHeap, not at the 4 MiB × GOGC/100 a larger
-// percentage would put it at.
+// The GOGC it picks follows the runtime's own goal: the heap marked live,
+// plus GOGC percent of that heap, the stacks and the globals the last cycle
+// scanned, but never less than 4 MiB × GOGC/100. So the percentage is
+// bounded by MinHeap ÷ 4 MiB (1600 for 64 MiB), and a process that has not
+// collected yet (nothing measured live) starts at that bound: its first
+// cycle comes at MinHeap, not at the 4 MiB × GOGC/100 a larger percentage
+// would put it at.
 //
 // The price is memory: an idle gateway's heap may grow to MinHeap before it
 // is collected. Live memory (what the gateway holds) is unchanged.

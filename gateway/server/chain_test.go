@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -143,5 +144,173 @@ func TestProbeFastPath(t *testing.T) {
 	// Every method's series exist before it is called, at zero.
 	if n := len(matching(t, reg, "grpc_server_handled_total", map[string]string{"grpc_method": "WatchJob"})); n != numCodes {
 		t.Errorf("WatchJob has %d grpc_server_handled_total series, want one per code (%d)", n, numCodes)
+	}
+}
+
+// TestServiceCallAgrees: a session-service call through serviceCall (the
+// path every method but the probe takes) ends, and is counted, logged,
+// authenticated, routed and bounded, as the same call through the general
+// chain: the same scenarios run through both, and what the caller, the
+// handler, the metrics and the access log see is compared.
+func TestServiceCallAgrees(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	rec := &recordingHandler{}
+	h := newHarness(t, harnessOpts{config: func(c *Config) {
+		c.ClientTokens = map[string]string{"tok": "alice"}
+		c.Registry = reg
+		c.Logger = slog.New(rec)
+	}})
+	e := h.gw.unary
+	const full = sessiongatev1.SessionGateway_RunJob_FullMethodName
+	m, ok := e.methods[full]
+	if !ok {
+		t.Fatalf("RunJob has no serviceCall entry")
+	}
+	for _, fm := range []string{
+		sessiongatev1.SessionGateway_GetSessionStatus_FullMethodName, // probeCall's
+		"/grpc.health.v1.Health/Check",                               // the chain's
+	} {
+		if _, ok := e.methods[fm]; ok {
+			t.Errorf("%s takes serviceCall", fm)
+		}
+	}
+	info := &grpc.UnaryServerInfo{FullMethod: full}
+	const sid = "ses-00000000000000000000000000"
+	incoming := func(ctx context.Context, kv ...string) context.Context {
+		return metadata.NewIncomingContext(ctx, metadata.Pairs(kv...))
+	}
+	type seen struct {
+		code       codes.Code
+		msg        string
+		profile    string
+		called     bool
+		caller     string
+		deadline   bool
+		started    float64
+		handled    float64
+		logged     int
+		logLevel   slog.Level
+		logCode    string
+		panicLines int
+	}
+	labels := map[string]string{"grpc_method": "RunJob"}
+	run := func(path string, ctx context.Context, handler func(context.Context) (any, error)) seen {
+		var s seen
+		started0 := series(t, reg, "grpc_server_started_total", labels)
+		rec.mu.Lock()
+		logs0 := len(rec.recs)
+		rec.mu.Unlock()
+		final := func(ctx context.Context, _ any) (any, error) {
+			s.called, s.caller = true, callerFrom(ctx)
+			_, s.deadline = ctx.Deadline()
+			return handler(ctx)
+		}
+		req := &sessiongatev1.RunJobRequest{SessionId: sid, Agent: "echo"}
+		var err error
+		if path == "chain" {
+			_, err = e.chain(ctx, req, info, final)
+		} else {
+			_, err = e.serviceCall(ctx, req, info, final, m)
+		}
+		st := status.Convert(err)
+		s.code, s.msg = st.Code(), st.Message()
+		if te, ok := timeoutprofile.FromError(err); ok {
+			s.profile, s.msg = te.GetProfileName(), "" // its message has the elapsed time
+		}
+		s.started = series(t, reg, "grpc_server_started_total", labels) - started0
+		s.handled = series(t, reg, "grpc_server_handled_total", map[string]string{"grpc_method": "RunJob", "grpc_code": s.code.String()})
+		rec.mu.Lock()
+		for _, r := range rec.recs[logs0:] {
+			switch r.Message {
+			case "finished call":
+				s.logged++
+				s.logLevel = r.Level
+				r.Attrs(func(a slog.Attr) bool {
+					if a.Key == "grpc.code" {
+						s.logCode = a.Value.String()
+					}
+					return true
+				})
+			case "panic in handler":
+				s.panicLines++
+			}
+		}
+		rec.mu.Unlock()
+		return s
+	}
+	authed := incoming(context.Background(), "authorization", "Bearer tok")
+	ok200 := func(context.Context) (any, error) { return &sessiongatev1.RunJobResponse{}, nil }
+	for _, c := range []struct {
+		name    string
+		ctx     func() (context.Context, context.CancelFunc)
+		handler func(context.Context) (any, error)
+		want    codes.Code
+	}{
+		{"ok", func() (context.Context, context.CancelFunc) { return authed, func() {} }, ok200, codes.OK},
+		{"handler error", func() (context.Context, context.CancelFunc) { return authed, func() {} },
+			func(context.Context) (any, error) { return nil, status.Error(codes.NotFound, "no such job") }, codes.NotFound},
+		{"handler panics", func() (context.Context, context.CancelFunc) { return authed, func() {} },
+			func(context.Context) (any, error) { panic("boom") }, codes.Internal},
+		{"no token", func() (context.Context, context.CancelFunc) { return context.Background(), func() {} }, ok200, codes.Unauthenticated},
+		{"wrong token", func() (context.Context, context.CancelFunc) {
+			return incoming(context.Background(), "authorization", "Bearer nope"), func() {}
+		}, ok200, codes.Unauthenticated},
+		{"session header mismatch", func() (context.Context, context.CancelFunc) {
+			return incoming(context.Background(), "authorization", "Bearer tok", MetadataSession, "ses-other"), func() {}
+		}, ok200, codes.InvalidArgument},
+		{"deadline inside the profile's margin", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(authed, 90*time.Millisecond)
+		}, ok200, codes.DeadlineExceeded},
+	} {
+		var got [2]seen
+		for i, path := range []string{"chain", "serviceCall"} {
+			ctx, cancel := c.ctx()
+			got[i] = run(path, ctx, c.handler)
+			cancel()
+		}
+		chain, fused := got[0], got[1]
+		if chain.code != c.want {
+			t.Errorf("%s: the chain answered %v, want %v (the scenario does not test what it says)", c.name, chain.code, c.want)
+		}
+		// handled is cumulative per code: both runs add one to the same
+		// series, so the second sees one more.
+		chain.handled++
+		if chain != fused {
+			t.Errorf("%s:\n chain       %+v\n serviceCall %+v", c.name, chain, fused)
+		}
+		if fused.started != 1 || fused.logged != 1 {
+			t.Errorf("%s: serviceCall counted %v starts and logged %d lines, want 1 and 1", c.name, fused.started, fused.logged)
+		}
+	}
+}
+
+// BenchmarkServiceCall: a RunJob request through the unary interceptors
+// around a handler that answers at once, by the general chain and by
+// serviceCall (compare with benchstat -col /path).
+func BenchmarkServiceCall(b *testing.B) {
+	h := newHarnessTB(b, harnessOpts{config: func(c *Config) { c.ClientTokens = map[string]string{"tok": "alice"} }})
+	e := h.gw.unary
+	const full = sessiongatev1.SessionGateway_RunJob_FullMethodName
+	m := e.methods[full]
+	info := &grpc.UnaryServerInfo{FullMethod: full}
+	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer tok"))
+	req := &sessiongatev1.RunJobRequest{SessionId: "ses-00000000000000000000000000", Agent: "echo"}
+	resp := &sessiongatev1.RunJobResponse{}
+	handler := func(context.Context, any) (any, error) { return resp, nil }
+	for _, path := range []string{"chain", "serviceCall"} {
+		b.Run("path="+path, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				var err error
+				if path == "chain" {
+					_, err = e.chain(ctx, req, info, handler)
+				} else {
+					_, err = e.serviceCall(ctx, req, info, handler, m)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

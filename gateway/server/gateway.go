@@ -221,6 +221,7 @@ var ErrHardStop = errors.New("gateway: shutdown deadline passed: stopped hard")
 // the admin HTTP handler.
 type Gateway struct {
 	grpc     *grpc.Server
+	unary    *unaryEntry // the server's unary interceptor (chain.go)
 	health   *health.Server
 	table    *session.Table[*upstream.Conn]
 	svc      *service
@@ -373,7 +374,9 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, err
 	}
 	unary = append(unary, selector.UnaryServerInterceptor(enforcer.UnaryServerInterceptor(), selector.MatchFunc(profiled)))
-	entry := &unaryEntry{chain: unaryChain(unary...), auth: g.authFunc, enforce: enforcer.UnaryServerInterceptor(), recovered: recovered}
+	entry := &unaryEntry{chain: unaryChain(unary...), auth: g.authFunc, enforce: enforcer.UnaryServerInterceptor(), recovered: recovered,
+		access: access, route: g.clusterUnary}
+	g.unary = entry
 	stream = append(stream,
 		selector.StreamServerInterceptor(enforcer.StreamServerInterceptor(), selector.MatchFunc(profiled)),
 		selector.StreamServerInterceptor(g.endAtShutdown, selector.MatchFunc(unprofiled)))
@@ -411,6 +414,7 @@ func New(cfg Config) (*Gateway, error) {
 	reflection.Register(g.grpc)
 	srvMetrics.init(g.grpc.GetServiceInfo())
 	entry.probe = srvMetrics.method(sessiongatev1.SessionGateway_GetSessionStatus_FullMethodName, false, false)
+	entry.methods = serviceMethods(srvMetrics, access)
 	g.admin = g.adminHandler(cfg.Registry)
 	return g, nil
 }

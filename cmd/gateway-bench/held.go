@@ -94,18 +94,10 @@ func (p *pacer) wait(ctx context.Context) error {
 	at := p.next
 	p.next = at.Add(p.every)
 	p.mu.Unlock()
-	d := at.Sub(now)
-	if d <= 0 {
-		return nil
+	if d := at.Sub(now); d > 0 {
+		return pause(ctx, d) // cluster.go
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
+	return nil
 }
 
 // paced makes each call wait for its slot of p first.

@@ -14,18 +14,17 @@ import (
 //	metrics → access log → recovery → auth (all but grpc.health.v1) →
 //	cluster routing → timeout profile (profiled methods)
 //
-// The session service's own calls do not go through it as a chain: the
-// steps that apply to them are written out in one function each, without
-// the chain's per-call closures (one per layer), selectors and lookups.
-//   - The probe (GetSessionStatus), which balancers call at high rates,
-//     takes probeCall: its metrics series resolved in advance, recovery,
-//     auth, the x-sessiongate-session check (all that cluster routing does
-//     for a read-only method) and its timeout profile. The access log skips
-//     the probe.
-//   - Every other method of sessiongate.v1.SessionGateway takes
-//     serviceCall: its metrics series and whether the access log records it
-//     resolved in advance, then recovery, auth, cluster routing and its
-//     timeout profile, in the chain's order.
+// The session service's own calls do not go through it as a chain: they
+// take serviceCall, the same steps written out in one function, without
+// the chain's per-call closures (one per layer), selectors and lookups. Each
+// method's metrics series, whether the access log records it and its
+// innermost steps are resolved when the server is built:
+//   - the probe (GetSessionStatus), which balancers call at high rates and
+//     the access log skips, takes the x-sessiongate-session check (all that
+//     cluster routing does for a read-only method) and its timeout profile
+//     (probeInner);
+//   - every other method of sessiongate.v1.SessionGateway takes cluster
+//     routing, then its timeout profile (routedInner).
 //
 // Other services (health, reflection, the timeout profile service) take the
 // chain. TestProbeFastPath checks that a probe is counted, refused and
@@ -53,8 +52,7 @@ func unaryChain(ics ...grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor 
 // unaryEntry is the server's one unary interceptor.
 type unaryEntry struct {
 	chain     grpc.UnaryServerInterceptor
-	probe     *methodMetrics // GetSessionStatus's series
-	methods   map[string]serviceMethod
+	methods   map[string]serviceMethod // the session service's, probe included
 	access    *accessLog
 	auth      func(context.Context) (context.Context, error)
 	route     grpc.UnaryServerInterceptor // cluster routing
@@ -66,27 +64,43 @@ type unaryEntry struct {
 type serviceMethod struct {
 	mm     *methodMetrics
 	logged bool // the access log records its calls
+	// inner is the steps after auth: probeInner or routedInner.
+	inner func(e *unaryEntry, ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error)
 }
 
-// serviceMethods resolves every unary method of the session service but
-// the probe, which has probeCall.
+// serviceMethods resolves every unary method of the session service.
 func serviceMethods(m *grpcMetrics, access *accessLog) map[string]serviceMethod {
 	desc := &sessiongatev1.SessionGateway_ServiceDesc
 	out := make(map[string]serviceMethod, len(desc.Methods))
 	for _, md := range desc.Methods {
 		full := "/" + desc.ServiceName + "/" + md.MethodName
+		inner := routedInner
 		if full == sessiongatev1.SessionGateway_GetSessionStatus_FullMethodName {
-			continue
+			inner = probeInner
 		}
-		out[full] = serviceMethod{mm: m.method(full, false, false), logged: !access.skip[full]}
+		out[full] = serviceMethod{mm: m.method(full, false, false), logged: !access.skip[full], inner: inner}
 	}
 	return out
 }
 
-func (e *unaryEntry) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if info.FullMethod == sessiongatev1.SessionGateway_GetSessionStatus_FullMethodName {
-		return e.probeCall(ctx, req, info, handler)
+// routedInner is cluster routing, then the timeout profile.
+func routedInner(e *unaryEntry, ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	return e.route(ctx, req, info, func(ctx context.Context, req any) (any, error) {
+		return e.enforce(ctx, req, info, handler)
+	})
+}
+
+// probeInner is the probe's x-sessiongate-session check, then its timeout
+// profile.
+func probeInner(e *unaryEntry, ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	r, _ := req.(*sessiongatev1.GetSessionStatusRequest)
+	if err := checkSessionHeader(ctx, r.GetSessionId()); err != nil {
+		return nil, err
 	}
+	return e.enforce(ctx, req, info, handler)
+}
+
+func (e *unaryEntry) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	if m, ok := e.methods[info.FullMethod]; ok {
 		return e.serviceCall(ctx, req, info, handler, m)
 	}
@@ -94,8 +108,7 @@ func (e *unaryEntry) intercept(ctx context.Context, req any, info *grpc.UnarySer
 }
 
 // serviceCall is the general chain written out for one method of the
-// session service: metrics, access log, recovery, auth, cluster routing,
-// timeout profile.
+// session service: metrics, access log, recovery, auth, then m.inner.
 func (e *unaryEntry) serviceCall(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler, m serviceMethod) (resp any, err error) {
 	start := time.Now()
 	m.mm.started.Inc()
@@ -117,30 +130,5 @@ func (e *unaryEntry) serviceCall(ctx context.Context, req any, info *grpc.UnaryS
 	if err != nil {
 		return nil, err
 	}
-	return e.route(actx, req, info, func(ctx context.Context, req any) (any, error) {
-		return e.enforce(ctx, req, info, handler)
-	})
-}
-
-func (e *unaryEntry) probeCall(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
-	start := time.Now()
-	mm := e.probe
-	mm.started.Inc()
-	mm.received.Inc()
-	defer func() {
-		if p := recover(); p != nil {
-			resp, err = nil, e.recovered(ctx, p)
-		}
-		mm.sent.Inc()
-		mm.done(err, time.Since(start))
-	}()
-	actx, err := e.auth(ctx)
-	if err != nil {
-		return nil, err
-	}
-	r, _ := req.(*sessiongatev1.GetSessionStatusRequest)
-	if err := checkSessionHeader(actx, r.GetSessionId()); err != nil {
-		return nil, err
-	}
-	return e.enforce(actx, req, info, handler)
+	return m.inner(e, actx, req, info, handler)
 }

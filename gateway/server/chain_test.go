@@ -166,13 +166,11 @@ func TestServiceCallAgrees(t *testing.T) {
 	if !ok {
 		t.Fatalf("RunJob has no serviceCall entry")
 	}
-	for _, fm := range []string{
-		sessiongatev1.SessionGateway_GetSessionStatus_FullMethodName, // probeCall's
-		"/grpc.health.v1.Health/Check",                               // the chain's
-	} {
-		if _, ok := e.methods[fm]; ok {
-			t.Errorf("%s takes serviceCall", fm)
-		}
+	if _, ok := e.methods["/grpc.health.v1.Health/Check"]; ok {
+		t.Error("health takes serviceCall, not the chain")
+	}
+	if p := e.methods[sessiongatev1.SessionGateway_GetSessionStatus_FullMethodName]; p.logged || p.mm == nil {
+		t.Errorf("the probe's entry: logged %v, series %v; want not logged, with its series", p.logged, p.mm)
 	}
 	info := &grpc.UnaryServerInfo{FullMethod: full}
 	const sid = "ses-00000000000000000000000000"

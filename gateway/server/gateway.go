@@ -413,7 +413,6 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	reflection.Register(g.grpc)
 	srvMetrics.init(g.grpc.GetServiceInfo())
-	entry.probe = srvMetrics.method(sessiongatev1.SessionGateway_GetSessionStatus_FullMethodName, false, false)
 	entry.methods = serviceMethods(srvMetrics, access)
 	g.admin = g.adminHandler(cfg.Registry)
 	return g, nil

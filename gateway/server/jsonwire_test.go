@@ -21,29 +21,40 @@ import (
 // not answer). It returns whether it answered.
 func agreeWire(t *testing.T, raw []byte) bool {
 	t.Helper()
-	prefix := []byte("prefix")
-	out, handled := appendValueWire(bytes.Clone(prefix), raw)
+	tail, handled := appendedTo(t, func() string { return fmt.Sprintf("appendValueWire(%q)", raw) },
+		func(dst []byte) ([]byte, bool) { return appendValueWire(dst, raw) })
 	want, wantHandled := parseValue(raw)
 	if handled != wantHandled {
 		t.Fatalf("appendValueWire(%q) handled %v, parseValue %v", raw, handled, wantHandled)
 	}
-	if !bytes.HasPrefix(out, prefix) {
-		t.Fatalf("appendValueWire(%q) lost what dst held: %q", raw, out)
-	}
 	if !handled {
-		if len(out) != len(prefix) {
-			t.Fatalf("appendValueWire(%q) refused but appended %q", raw, out[len(prefix):])
-		}
 		return false
 	}
 	var got structpb.Value
-	if err := proto.Unmarshal(out[len(prefix):], &got); err != nil {
+	if err := proto.Unmarshal(tail, &got); err != nil {
 		t.Fatalf("appendValueWire(%q): bytes that do not decode: %v", raw, err)
 	}
 	if !proto.Equal(&got, want) {
 		t.Fatalf("appendValueWire(%q) = %v, parseValue %v", raw, &got, want)
 	}
 	return true
+}
+
+// appendedTo runs an append-style writer on a dst that already holds bytes
+// and checks that it kept them, and appended nothing when it refused. It
+// returns what it appended and whether it answered; name (built only on a
+// failure) names the call.
+func appendedTo(t *testing.T, name func() string, write func(dst []byte) ([]byte, bool)) ([]byte, bool) {
+	t.Helper()
+	prefix := []byte("prefix")
+	out, handled := write(bytes.Clone(prefix))
+	if !bytes.HasPrefix(out, prefix) {
+		t.Fatalf("%s lost what dst held: %q", name(), out)
+	}
+	if !handled && len(out) != len(prefix) {
+		t.Fatalf("%s refused but appended %q", name(), out[len(prefix):])
+	}
+	return out[len(prefix):], handled
 }
 
 // TestValueWire: the texts TestParseValue reads and refuses, and the

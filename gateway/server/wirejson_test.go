@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -25,26 +26,20 @@ import (
 // it came. It returns whether it answered.
 func agreeWireJSON(t *testing.T, b []byte, max int) bool {
 	t.Helper()
-	prefix := []byte("prefix")
-	out, handled := appendWireJSON(bytes.Clone(prefix), b, max)
-	if !bytes.HasPrefix(out, prefix) {
-		t.Fatalf("appendWireJSON(%x) lost what dst held: %q", b, out)
-	}
+	got, handled := appendedTo(t, func() string { return fmt.Sprintf("appendWireJSON(%x)", b) },
+		func(dst []byte) ([]byte, bool) { return appendWireJSON(dst, b, max) })
 	if !handled {
-		if len(out) != len(prefix) {
-			t.Fatalf("appendWireJSON(%x) refused but appended %q", b, out[len(prefix):])
-		}
 		return false
 	}
 	var v structpb.Value
 	if err := proto.Unmarshal(b, &v); err != nil {
-		t.Fatalf("appendWireJSON(%x) answered %q for bytes that do not decode: %v", b, out[len(prefix):], err)
+		t.Fatalf("appendWireJSON(%x) answered %q for bytes that do not decode: %v", b, got, err)
 	}
 	want, err := appendJSONMax(nil, &v, max)
 	if err != nil {
-		t.Fatalf("appendWireJSON(%x) answered %q where appendJSONMax fails: %v", b, out[len(prefix):], err)
+		t.Fatalf("appendWireJSON(%x) answered %q where appendJSONMax fails: %v", b, got, err)
 	}
-	if got := out[len(prefix):]; !bytes.Equal(got, want) {
+	if !bytes.Equal(got, want) {
 		t.Fatalf("appendWireJSON(%x) = %q, appendJSONMax %q", b, got, want)
 	}
 	return true

@@ -38,6 +38,20 @@ func dialARCP(ctx context.Context, url string, n int) ([]*upstream.Conn, error) 
 	return conns, nil
 }
 
+// directCallers opens n direct ARCP connections to the runtime child and
+// returns one arcpCaller on each, and a close for the connections.
+func (b *bench) directCallers(ctx context.Context, n int) ([]callFunc, func(), error) {
+	conns, err := dialARCP(ctx, b.rt.url, n)
+	if err != nil {
+		return nil, nil, err
+	}
+	calls := make([]callFunc, len(conns))
+	for w, c := range conns {
+		calls[w] = arcpCaller(c)
+	}
+	return calls, func() { closeARCP(conns) }, nil
+}
+
 // closeARCP closes every non-nil connection, each within 10 s, concurrently.
 func closeARCP(conns []*upstream.Conn) {
 	var wg sync.WaitGroup

@@ -64,12 +64,20 @@ func serveRuntimeChild(args []string, stdin io.Reader, stdout, stderr io.Writer)
 		srvs = append(srvs, srv)
 		urls = append(urls, srv.URL())
 	}
-	// Before the URLs, which tell the parent it may settle this process:
-	// a SIGUSR1 that came before Notify would be dropped.
+	return serveUntilDone(strings.Join(urls, " "), stdin, stdout)
+}
+
+// serveUntilDone is the rest of a child's life: it prints first (what the
+// child serves) as the first line of stdout, then serves until stdin
+// reaches EOF or SIGTERM/SIGINT, collecting its garbage on each SIGUSR1
+// (childProc.settle).
+func serveUntilDone(first string, stdin io.Reader, stdout io.Writer) error {
+	// Before the first line, which tells the parent it may settle this
+	// process: a SIGUSR1 that came before Notify would be dropped.
 	usr1 := make(chan os.Signal, 1)
 	signal.Notify(usr1, syscall.SIGUSR1)
 	defer signal.Stop(usr1)
-	if _, err := fmt.Fprintln(stdout, strings.Join(urls, " ")); err != nil {
+	if _, err := fmt.Fprintln(stdout, first); err != nil {
 		return err
 	}
 	sig, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
@@ -87,7 +95,7 @@ func serveRuntimeChild(args []string, stdin io.Reader, stdout, stderr io.Writer)
 			return nil
 		case <-usr1:
 			// The parent settles this process as it settles its own
-			// (runtimeChild.settle): a collection now, not one that falls
+			// (childProc.settle): a collection now, not one that falls
 			// into the next measured point.
 			runtime.GC()
 			if _, err := fmt.Fprintln(stdout, settledLine); err != nil {
@@ -100,25 +108,40 @@ func serveRuntimeChild(args []string, stdin io.Reader, stdout, stderr io.Writer)
 // settledLine is what the runtime child prints when a settle has run.
 const settledLine = "settled"
 
-// runtimeChild is the parent's handle on the runtime child process.
-type runtimeChild struct {
+// childProc is the parent's handle on a child process: the runtime child,
+// or a gateway child (section 6).
+type childProc struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	url    string        // the first of urls
-	urls   []string      // one per listener
+	urls   []string      // what its first line named: one URL per listener, or the gateway's address
 	exited chan struct{} // closed when cmd.Wait has returned
 	err    error         // cmd.Wait's result, set before exited closes
 	out    *childOut     // its stdout
+	what   string        // "runtime child" or "gateway child", for errors
 
 	stopOnce sync.Once
 	stopErr  error
 }
 
 // startRuntimeChild starts exe with args (which begin with serveRuntimeArg)
-// and waits, at most 15 s, for the URL it prints. The child's stderr is the
-// parent's; if the parent dies, the child's stdin reaches EOF and it exits.
-// On any failure the child is killed and waited for.
-func startRuntimeChild(ctx context.Context, exe string, args []string) (*runtimeChild, error) {
+// and waits for the URLs it prints (startChild).
+func startRuntimeChild(ctx context.Context, exe string, args []string) (*childProc, error) {
+	return startChild(ctx, exe, args, "runtime child", func(urls []string) error {
+		for _, u := range urls {
+			if !strings.HasPrefix(u, "ws://127.0.0.1:") {
+				return fmt.Errorf("printed %q, want ws://127.0.0.1 URLs", u)
+			}
+		}
+		return nil
+	})
+}
+
+// startChild starts exe with args and waits, at most 15 s, for the first
+// line it prints, which check vets (split into fields). The child's stderr
+// is the parent's; if the parent dies, the child's stdin reaches EOF and it
+// exits. On any failure the child is killed and waited for.
+func startChild(ctx context.Context, exe string, args []string, what string, check func([]string) error) (*childProc, error) {
 	cmd := exec.Command(exe, args...)
 	cmd.Stderr = os.Stderr
 	// Its own process group: a Ctrl-C on the terminal reaches only the
@@ -131,9 +154,9 @@ func startRuntimeChild(ctx context.Context, exe string, args []string) (*runtime
 		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("runtime child: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	c := &runtimeChild{cmd: cmd, stdin: stdin, exited: make(chan struct{}), out: first}
+	c := &childProc{cmd: cmd, stdin: stdin, exited: make(chan struct{}), out: first, what: what}
 	go func() {
 		c.err = cmd.Wait()
 		close(c.exited)
@@ -143,23 +166,21 @@ func startRuntimeChild(ctx context.Context, exe string, args []string) (*runtime
 	select {
 	case line := <-first.ch:
 		c.urls = strings.Fields(line)
-		for _, u := range c.urls {
-			if !strings.HasPrefix(u, "ws://127.0.0.1:") {
-				c.kill()
-				return nil, fmt.Errorf("runtime child printed %q, want ws://127.0.0.1 URLs", line)
-			}
-		}
 		if len(c.urls) == 0 {
 			c.kill()
-			return nil, errors.New("runtime child printed an empty line, want its URLs")
+			return nil, fmt.Errorf("%s printed an empty first line", what)
+		}
+		if err := check(c.urls); err != nil {
+			c.kill()
+			return nil, fmt.Errorf("%s: %w", what, err)
 		}
 		c.url = c.urls[0]
 		return c, nil
 	case <-c.exited:
-		return nil, fmt.Errorf("runtime child exited before printing its URL: %v", c.err)
+		return nil, fmt.Errorf("%s exited before printing its first line: %v", what, c.err)
 	case <-timer.C:
 		c.kill()
-		return nil, errors.New("runtime child printed no URL within 15 s")
+		return nil, fmt.Errorf("%s printed nothing within 15 s", what)
 	case <-ctx.Done():
 		c.kill()
 		return nil, context.Cause(ctx)
@@ -171,9 +192,9 @@ func startRuntimeChild(ctx context.Context, exe string, args []string) (*runtime
 // child's heap, and its collector would otherwise run during the next
 // measured point: in one run, a 394 ms collection of the child's 488 MiB
 // fell into the point with 19k sessions open.
-func (c *runtimeChild) settle(ctx context.Context) error {
+func (c *childProc) settle(ctx context.Context) error {
 	if err := c.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
-		return fmt.Errorf("runtime child: settle: %w", err)
+		return fmt.Errorf("%s: settle: %w", c.what, err)
 	}
 	timer := time.NewTimer(30 * time.Second)
 	defer timer.Stop()
@@ -181,38 +202,41 @@ func (c *runtimeChild) settle(ctx context.Context) error {
 	case <-c.out.settled:
 		return nil
 	case <-c.exited:
-		return fmt.Errorf("runtime child exited while settling: %v", c.err)
+		return fmt.Errorf("%s exited while settling: %v", c.what, c.err)
 	case <-timer.C:
-		return errors.New("runtime child did not settle within 30 s")
+		return fmt.Errorf("%s did not settle within 30 s", c.what)
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
 }
 
 // PID returns the child's process id.
-func (c *runtimeChild) PID() int { return c.cmd.Process.Pid }
+func (c *childProc) PID() int { return c.cmd.Process.Pid }
 
-// stop closes the child's stdin, which makes it close the runtime and exit,
-// and waits up to 30 s (it may have 10k sessions to close) before killing
-// it. It is idempotent.
-func (c *runtimeChild) stop() error {
+// childStopWait is how long stop waits for a child to exit: a gateway
+// child shuts down within gatewayChildShutdown, closing up to 100k sessions.
+const childStopWait = gatewayChildShutdown + 15*time.Second
+
+// stop closes the child's stdin, which makes it close what it serves and
+// exit, and waits up to childStopWait before killing it. It is idempotent.
+func (c *childProc) stop() error {
 	c.stopOnce.Do(func() {
 		c.stdin.Close()
-		timer := time.NewTimer(30 * time.Second)
+		timer := time.NewTimer(childStopWait)
 		defer timer.Stop()
 		select {
 		case <-c.exited:
 			c.stopErr = c.err
 		case <-timer.C:
 			c.kill()
-			c.stopErr = errors.New("runtime child did not exit within 30 s of its stdin closing; killed")
+			c.stopErr = fmt.Errorf("%s did not exit within %v of its stdin closing; killed", c.what, childStopWait)
 		}
 	})
 	return c.stopErr
 }
 
 // kill kills the child and waits for it.
-func (c *runtimeChild) kill() {
+func (c *childProc) kill() {
 	_ = c.cmd.Process.Kill()
 	c.stdin.Close()
 	<-c.exited

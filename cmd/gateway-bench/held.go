@@ -60,15 +60,11 @@ func (b *bench) heldPoints(ctx context.Context, runs []callFunc, conns, sessions
 	}
 	r.ARCP, err = b.measure(ctx, pointSpec{name: "1b ARCP direct " + name, conns: b.cfg.Concurrency,
 		work: func(ctx context.Context) ([]callFunc, func() error, error) {
-			cs, err := dialARCP(ctx, b.rt.url, b.cfg.Concurrency)
+			calls, closeDirect, err := b.directCallers(ctx, b.cfg.Concurrency)
 			if err != nil {
 				return nil, nil, err
 			}
-			calls := make([]callFunc, len(cs))
-			for w, c := range cs {
-				calls[w] = arcpCaller(c)
-			}
-			return held(calls), func() error { closeARCP(cs); return nil }, nil
+			return held(calls), func() error { closeDirect(); return nil }, nil
 		}})
 	return r, err
 }

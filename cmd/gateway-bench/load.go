@@ -65,6 +65,16 @@ type point struct {
 // a point that saw errors would mean nothing. Every worker is awaited; the
 // watchdog cancels calls still running callGrace after the duration.
 func runPoint(ctx context.Context, calls []callFunc, b bounds) (point, error) {
+	all, wall, err := runTimed(ctx, calls, b)
+	if err != nil {
+		return point{}, err
+	}
+	return summarize(all, len(calls), wall), nil
+}
+
+// runTimed is runPoint's loop: it returns every completed call's time, and
+// the wall time from the first call to the last answer.
+func runTimed(ctx context.Context, calls []callFunc, b bounds) ([]time.Duration, time.Duration, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	watchdog := time.AfterFunc(b.duration+callGrace, func() {
@@ -107,13 +117,13 @@ func runPoint(ctx context.Context, calls []callFunc, b bounds) (point, error) {
 	wg.Wait()
 	wall := time.Since(start)
 	if firstErr != nil {
-		return point{}, firstErr
+		return nil, 0, firstErr
 	}
 	all := slices.Concat(timings...)
 	if len(all) == 0 {
-		return point{}, errors.New("no call completed")
+		return nil, 0, errors.New("no call completed")
 	}
-	return summarize(all, len(calls), wall), nil
+	return all, wall, nil
 }
 
 // summarize sorts the timings and computes the point's figures.

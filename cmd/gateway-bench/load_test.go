@@ -177,7 +177,7 @@ func TestAttemptSetReleases(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := &bench{cfg: config{Serial: bounds{duration: time.Minute, maxCalls: 4}, SerialWarmup: bounds{duration: time.Minute, maxCalls: 1}},
-		rt: &runtimeChild{cmd: &exec.Cmd{Process: self}}}
+		rt: &childProc{cmd: &exec.Cmd{Process: self}}}
 	released := map[string]int{}
 	errRelease, errPrepare := errors.New("release failed"), errors.New("prepare failed")
 	work := func(name string, releaseErr, prepareErr error) workload {

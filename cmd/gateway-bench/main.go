@@ -30,6 +30,12 @@
 //     same concurrency, one session per worker, beside the no-op's
 //     throughput. It runs before 3's concurrent point, so that it does not
 //     carry the jobs that point leaves retained (sections.go says why).
+//     3a. Alternating: section 3's RunJob callers and the direct ARCP
+//     client (on fresh connections, one per worker) at the same
+//     concurrency, taking turns in slices of 250 ms until each has run the
+//     point's duration, so that both sides run in the same stretch of the
+//     machine's speed (alternate.go says why). Its ratio, RunJob ÷ direct
+//     calls/s, is shown beside the throughput ratio, not a target.
 //     3b. Same rate: section 3's RunJob callers and the direct ARCP client
 //     (on fresh connections), both held by a pacer to 0.7 of the calls/s
 //     RunJob reached in 3, for their CPU per call (held.go says why). Its
@@ -43,10 +49,16 @@
 //     runtime runs in a child process, so its own per-session memory is
 //     not counted; the session ids the bench keeps live in an arena
 //     allocated before the baseline.
-//  6. RunJob serial p50 on one of the N idle sessions of 5 with all of them
-//     open, against the serial p50 on a fresh session, the only one open,
-//     measured right before 5 opens the sessions (so that both carry what
-//     the earlier sections left in the process).
+//  6. RunJob serial p50 on one of N idle sessions with all of them open,
+//     against the serial p50 on a fresh session, the only one open. The
+//     figure checked: each side on its own gateway child (this binary
+//     re-executed with -serve-gateway, the gateway as this process runs
+//     it, under the same collector and procs tuner settings) over its own
+//     runtime child, the calls interleaved in blocks of 20 (scale.go says
+//     why); the CPU per call beside it is that side's gateway and runtime
+//     children's. Shown beside it, the figure as it was taken before: both
+//     sides in this process, one after the other, on section 5's sessions,
+//     the one-session side right before 5 opens them.
 //  7. Tombstones: a tombstone.Store of 1M UUID keys (generated before any
 //     timing): HeapAlloc delta after GC per entry, insert, lookup (hit and
 //     miss) and expiry (one Expire past every TTL) per entry.
@@ -70,7 +82,8 @@
 // Sections 7 and 8 run first, in a quiet process. Then the runtime child
 // starts: this binary re-executed with a hidden first argument
 // (-serve-runtime), which prints its URL and serves until its stdin closes;
-// sections 1, 3, 4, 5 and 6 all use it. Each point warms up with its own
+// sections 1 to 5 and 6's in-process figure use it, and 6 starts its own
+// children after the others have stopped. Each point warms up with its own
 // workers, then measures. Workers call in closed loops; latency comes from
 // per-call timings (sorted; nearest-rank p50 and p99), throughput is
 // completed calls ÷ wall time. Concurrent points run for -duration (or
@@ -88,7 +101,8 @@
 // runtime child per call.
 //
 // Ratios: p50 = (3 p50) ÷ (1 p50 + 2 p50); throughput = (3) ÷ (1) at the
-// concurrency; status = (4) ÷ (2) at the concurrency; scale = (6 at N) ÷ (6 at 1).
+// concurrency; status = (4) ÷ (2) at the concurrency; scale = (6 at N) ÷ (6 at 1),
+// the interleaved figure.
 //
 // Other processes on the machine skew every figure, so each point notes
 // the share of the machine's CPU they used meanwhile (from /proc); a point
@@ -96,7 +110,8 @@
 // the quietest attempt is kept. The table warns when the run was not quiet.
 //
 // -cpuprofile profiles this process (the gateway and the bench's clients)
-// during the gateway sections, 3 to 6. -memprofile writes a heap profile
+// during the gateway sections, 3 to 5 and 6's in-process figure (6's
+// gateway children are not profiled). -memprofile writes a heap profile
 // with the most idle sessions open, recording every allocation made while
 // they were opened (runtime.MemProfileRate 1 during section 5; the memory
 // figures do not depend on it). The exit status is 0 even when a target is
@@ -124,6 +139,13 @@ func main() {
 	if isRuntimeChild(os.Args) {
 		if err := serveRuntimeChild(os.Args[2:], os.Stdin, os.Stdout, os.Stderr); err != nil {
 			fmt.Fprintln(os.Stderr, "gateway-bench runtime child:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if isGatewayChild(os.Args) {
+		if err := serveGatewayChild(os.Args[2:], os.Stdin, os.Stdout, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, "gateway-bench gateway child:", err)
 			os.Exit(1)
 		}
 		return
@@ -277,7 +299,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.IntVar(&gcMin, "gc-min-heap-mib", gctuner.DefaultMinHeapMiB, "the garbage collector's least heap goal for this process, as cmd/gateway's --gc-min-heap-mib (0: Go's defaults)")
 	fs.BoolVar(&procsTuner, "procs-tuner", true, "run this process's GOMAXPROCS as cmd/gateway's --procs-tuner does (one P while no goroutine waits for one); false: Go's default")
 	fs.IntVar(&clientWindow, "client-window-bytes", 0, "the callers' HTTP/2 flow-control window, for every gRPC service measured, as the Go client's WithWindowBytes takes it (0: its default, a fixed 1 MiB; -1: grpc-go's dynamic window, whose bandwidth probe sends a PING per call at concurrency 1)")
-	fs.StringVar(&o.cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the gateway's concurrent points and sections 5, 6 and 9a to `file`")
+	fs.StringVar(&o.cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the gateway's concurrent points, sections 5 and 9a, and section 6's in-process figure to `file`")
 	fs.StringVar(&o.cfg.MemProfile, "memprofile", "", "write a heap profile with the most sessions open to `file`")
 	fs.StringVar(&o.cfg.Trace, "trace", "", "write execution traces of the interleaved serial sets to `prefix`-serial.trace (1-3) and prefix-9a.trace, for go tool trace")
 	if err := fs.Parse(args); err != nil {

@@ -25,6 +25,13 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	if isGatewayChild(os.Args) {
+		if err := serveGatewayChild(os.Args[2:], os.Stdin, os.Stdout, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, "gateway child:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	goleak.VerifyTestMain(m)
 }
 
@@ -71,8 +78,24 @@ func TestSmoke(t *testing.T) {
 	if got, want := j.num("same_rate.per_sec"), heldShare*j.num("gateway_run_job.concurrent.calls_per_sec"); got != want {
 		t.Errorf("same_rate.per_sec = %v, want %v", got, want)
 	}
+	// 3a: both sides over the same stretch of time, slice by slice.
+	j.positive("alternating", "slice_seconds", "slices")
+	j.positive("alternating.arcp_direct", "calls", "seconds", "calls_per_sec", "p50_ns", "concurrency", "conns")
+	j.positive("alternating.gateway_run_job", "calls", "seconds", "calls_per_sec", "p50_ns", "concurrency", "conns", "sessions")
 	j.positive("gateway_status.concurrent", "calls", "seconds", "calls_per_sec", "p50_ns", "p99_ns", "sessions")
-	j.positive("scale", "live_sessions", "p50_one_session_ns", "p50_many_sessions_ns")
+	// 6: on two gateway children, interleaved; and in this process.
+	for _, sc := range []string{"scale", "scale_in_process"} {
+		j.positive(sc, "live_sessions", "p50_one_session_ns", "p50_many_sessions_ns")
+		j.positive(sc+".one", "calls", "p50_ns", "concurrency", "conns", "sessions")
+		j.positive(sc+".many", "calls", "p50_ns", "concurrency", "conns", "sessions")
+	}
+	// Interleaved, the two sides make the same number of calls.
+	if one, many := j.num("scale.one.calls"), j.num("scale.many.calls"); one != many {
+		t.Errorf("section 6 made %v calls with one session and %v with the most: not interleaved evenly", one, many)
+	}
+	if got := j.num("scale.many.sessions"); got != 20 {
+		t.Errorf("scale.many.sessions = %v, want 20", got)
+	}
 	j.positive("tombstones", "entries", "bytes_per_entry", "mib_per_million", "insert_ns_per_op",
 		"lookup_hit_ns_per_op", "lookup_miss_ns_per_op", "expire_ns_per_entry")
 	j.positive("machine", "num_cpu", "gomaxprocs", "file_limit")
@@ -99,8 +122,13 @@ func TestSmoke(t *testing.T) {
 	if got := j.num("scale.live_sessions"); got != 20 {
 		t.Errorf("scale live_sessions = %v, want 20", got)
 	}
-	if got := j.num("scale.p50_one_session_ns"); got != j.num("scale.one.p50_ns") {
-		t.Errorf("scale p50 with one session %v is not section 6's one-session point's p50 %v", got, j.num("scale.one.p50_ns"))
+	for _, sc := range []string{"scale", "scale_in_process"} {
+		if got := j.num(sc + ".p50_one_session_ns"); got != j.num(sc+".one.p50_ns") {
+			t.Errorf("%s p50 with one session %v is not its one-session point's p50 %v", sc, got, j.num(sc+".one.p50_ns"))
+		}
+		if got := j.num(sc + ".p50_many_sessions_ns"); got != j.num(sc+".many.p50_ns") {
+			t.Errorf("%s p50 with the most sessions %v is not its many-session point's p50 %v", sc, got, j.num(sc+".many.p50_ns"))
+		}
 	}
 
 	cases := j.list("interceptor.cases")
@@ -122,9 +150,11 @@ func TestSmoke(t *testing.T) {
 	want := map[string]float64{
 		"p50": j.num("gateway_run_job.serial.p50_ns") /
 			(j.num("arcp_direct.serial.p50_ns") + j.num("grpc_noop.serial.p50_ns")),
-		"throughput": j.num("gateway_run_job.concurrent.calls_per_sec") / j.num("arcp_direct.concurrent.calls_per_sec"),
-		"status":     j.num("gateway_status.concurrent.calls_per_sec") / j.num("grpc_noop.concurrent.calls_per_sec"),
-		"scale":      j.num("scale.p50_many_sessions_ns") / j.num("scale.p50_one_session_ns"),
+		"throughput":             j.num("gateway_run_job.concurrent.calls_per_sec") / j.num("arcp_direct.concurrent.calls_per_sec"),
+		"status":                 j.num("gateway_status.concurrent.calls_per_sec") / j.num("grpc_noop.concurrent.calls_per_sec"),
+		"scale":                  j.num("scale.p50_many_sessions_ns") / j.num("scale.p50_one_session_ns"),
+		"scale_in_process":       j.num("scale_in_process.p50_many_sessions_ns") / j.num("scale_in_process.p50_one_session_ns"),
+		"throughput_alternating": j.num("alternating.gateway_run_job.calls_per_sec") / j.num("alternating.arcp_direct.calls_per_sec"),
 	}
 	for name, w := range want {
 		if got := j.num("ratios." + name); got != w || !(got > 0) {
@@ -288,7 +318,7 @@ func TestFitSessions(t *testing.T) {
 // startTestChild starts this test binary as the runtime child with args
 // (after serveRuntimeArg), stopped when the test ends; ctx bounds the
 // test's calls to it at a minute.
-func startTestChild(t *testing.T, args ...string) (context.Context, *runtimeChild) {
+func startTestChild(t *testing.T, args ...string) (context.Context, *childProc) {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {

@@ -11,22 +11,26 @@ import (
 
 // report is everything one run measured. Its JSON field names are stable.
 type report struct {
-	Machine     machineInfo       `json:"machine"`
-	Config      configInfo        `json:"config"`
-	ARCP        serviceResult     `json:"arcp_direct"`     // 1
-	Noop        serviceResult     `json:"grpc_noop"`       // 2
-	RunJob      serviceResult     `json:"gateway_run_job"` // 3
-	Held        heldResult        `json:"same_rate"`       // 3b
-	Status      statusResult      `json:"gateway_status"`  // 4
-	Memory      []memoryResult    `json:"session_memory"`  // 5
-	Scale       scaleResult       `json:"scale"`           // 6
-	Tombstones  tombstoneResult   `json:"tombstones"`      // 7
-	Interceptor interceptorResult `json:"interceptor"`     // 8
-	Cluster     clusterResult     `json:"cluster"`         // 9
-	Ratios      ratios            `json:"ratios"`
-	CPURatios   cpuRatios         `json:"cpu_ratios"`
-	Targets     []targetResult    `json:"targets"`
-	AllPass     bool              `json:"all_pass"`
+	Machine     machineInfo     `json:"machine"`
+	Config      configInfo      `json:"config"`
+	ARCP        serviceResult   `json:"arcp_direct"`     // 1
+	Noop        serviceResult   `json:"grpc_noop"`       // 2
+	RunJob      serviceResult   `json:"gateway_run_job"` // 3
+	Alternating alternateResult `json:"alternating"`     // 3a
+	Held        heldResult      `json:"same_rate"`       // 3b
+	Status      statusResult    `json:"gateway_status"`  // 4
+	Memory      []memoryResult  `json:"session_memory"`  // 5
+	Scale       scaleResult     `json:"scale"`           // 6, interleaved on two gateway children
+	// ScaleInProcess is section 6 as it was measured before: both points
+	// in this process, one after the other (sections.go, idleSessions).
+	ScaleInProcess scaleResult       `json:"scale_in_process"`
+	Tombstones     tombstoneResult   `json:"tombstones"`  // 7
+	Interceptor    interceptorResult `json:"interceptor"` // 8
+	Cluster        clusterResult     `json:"cluster"`     // 9
+	Ratios         ratios            `json:"ratios"`
+	CPURatios      cpuRatios         `json:"cpu_ratios"`
+	Targets        []targetResult    `json:"targets"`
+	AllPass        bool              `json:"all_pass"`
 	// MaxOtherCPU is the largest OtherCPU of any point or micro-benchmark:
 	// how busy other processes kept the machine (-1: unknown).
 	MaxOtherCPU float64 `json:"max_other_cpu"`
@@ -75,10 +79,16 @@ type ratios struct {
 	P50 float64 `json:"p50"`
 	// Throughput = gateway RunJob concurrent calls/s ÷ ARCP direct concurrent calls/s.
 	Throughput float64 `json:"throughput"`
+	// ThroughputAlternating = the same, from section 3a's points, measured
+	// slice by slice over the same stretch of time.
+	ThroughputAlternating float64 `json:"throughput_alternating"`
 	// Status = GetSessionStatus concurrent calls/s ÷ no-op concurrent calls/s.
 	Status float64 `json:"status"`
-	// Scale = RunJob p50 with the most sessions open ÷ with one.
+	// Scale = RunJob p50 with the most sessions open ÷ with one, each on
+	// its own gateway child, interleaved (scale.go).
 	Scale float64 `json:"scale"`
+	// ScaleInProcess = the same, both in this process, one after the other.
+	ScaleInProcess float64 `json:"scale_in_process"`
 }
 
 // cpuRatios are the throughput ratios computed from CPU time per call
@@ -112,10 +122,12 @@ func computeCPURatios(r *report) cpuRatios {
 
 func computeRatios(r *report) ratios {
 	return ratios{
-		P50:        float64(r.RunJob.Serial.P50Ns) / float64(r.ARCP.Serial.P50Ns+r.Noop.Serial.P50Ns),
-		Throughput: r.RunJob.Concurrent.CallsPerSec / r.ARCP.Concurrent.CallsPerSec,
-		Status:     r.Status.Concurrent.CallsPerSec / r.Noop.Concurrent.CallsPerSec,
-		Scale:      float64(r.Scale.P50ManyNs) / float64(r.Scale.P50OneNs),
+		P50:                   float64(r.RunJob.Serial.P50Ns) / float64(r.ARCP.Serial.P50Ns+r.Noop.Serial.P50Ns),
+		Throughput:            r.RunJob.Concurrent.CallsPerSec / r.ARCP.Concurrent.CallsPerSec,
+		ThroughputAlternating: r.Alternating.RunJob.CallsPerSec / r.Alternating.ARCP.CallsPerSec,
+		Status:                r.Status.Concurrent.CallsPerSec / r.Noop.Concurrent.CallsPerSec,
+		Scale:                 float64(r.Scale.P50ManyNs) / float64(r.Scale.P50OneNs),
+		ScaleInProcess:        float64(r.ScaleInProcess.P50ManyNs) / float64(r.ScaleInProcess.P50OneNs),
 	}
 }
 
@@ -182,7 +194,7 @@ func (r *report) finish(elapsed time.Duration) {
 	r.MaxOtherCPU = -1
 	for _, v := range []float64{r.ARCP.Serial.OtherCPU, r.ARCP.Concurrent.OtherCPU, r.Noop.Serial.OtherCPU,
 		r.Noop.Concurrent.OtherCPU, r.RunJob.Serial.OtherCPU, r.RunJob.Concurrent.OtherCPU,
-		r.Status.Concurrent.OtherCPU, r.Held.ARCP.OtherCPU, r.Held.RunJob.OtherCPU, r.Scale.Many.OtherCPU, r.Tombstones.OtherCPU, r.Interceptor.OtherCPU,
+		r.Status.Concurrent.OtherCPU, r.Held.ARCP.OtherCPU, r.Held.RunJob.OtherCPU, r.Alternating.ARCP.OtherCPU, r.Scale.Many.OtherCPU, r.ScaleInProcess.Many.OtherCPU, r.Tombstones.OtherCPU, r.Interceptor.OtherCPU,
 		r.Cluster.Local.OtherCPU, r.Cluster.Forwarded.OtherCPU} {
 		r.MaxOtherCPU = max(r.MaxOtherCPU, v)
 	}
@@ -242,8 +254,10 @@ func writeTable(w io.Writer, r *report) error {
 	addLat("1 ARCP direct echo (Submit+Wait)", r.ARCP.Serial)
 	addLat("2 gRPC no-op unary", r.Noop.Serial)
 	addLat("3 gateway RunJob(echo), 1 session", r.RunJob.Serial)
-	addLat("6 gateway RunJob(echo), 1 session, before 5", r.Scale.One)
-	addLat(fmt.Sprintf("6 gateway RunJob(echo), %d sessions", r.Scale.LiveSessions), r.Scale.Many)
+	addLat("6 gateway RunJob(echo), 1 session (own gateway, interleaved)", r.Scale.One)
+	addLat(fmt.Sprintf("6 gateway RunJob(echo), %d sessions (own gateway, interleaved)", r.Scale.LiveSessions), r.Scale.Many)
+	addLat("6 in process: RunJob(echo), 1 session, before 5", r.ScaleInProcess.One)
+	addLat(fmt.Sprintf("6 in process: RunJob(echo), %d sessions, after 5", r.ScaleInProcess.LiveSessions), r.ScaleInProcess.Many)
 	blocks = append(blocks, lat)
 
 	thr := []string{fmt.Sprintf("THROUGHPUT, calls/s\tc=1\tCPU/call at 1\tc=%d\tCPU/call at %d\tp50 at %d\tp99 at %d\tconns",
@@ -261,6 +275,12 @@ func writeTable(w io.Writer, r *report) error {
 	addThr(fmt.Sprintf("3 gateway RunJob(echo), %d sessions", r.RunJob.Concurrent.Sessions), &r.RunJob.Serial, r.RunJob.Concurrent)
 	addThr(fmt.Sprintf("4 gateway GetSessionStatus, %d sessions", r.Status.Concurrent.Sessions), nil, r.Status.Concurrent)
 	blocks = append(blocks, thr)
+	a := r.Alternating
+	blocks = append(blocks, []string{
+		fmt.Sprintf("3a ALTERNATING, %.2fs SLICES, c=%d\tcalls/s\tCPU/call\tof which the runtime's", a.SliceSeconds, c.Concurrency),
+		fmt.Sprintf("1 ARCP direct echo\t%.0f\t%s\t%s", a.ARCP.CallsPerSec, us(a.ARCP.CPUNsPerCall), us(a.ARCP.RuntimeCPUNsPerCall)),
+		fmt.Sprintf("3 gateway RunJob(echo)\t%.0f\t%s\t%s", a.RunJob.CallsPerSec, us(a.RunJob.CPUNsPerCall), us(a.RunJob.RuntimeCPUNsPerCall)),
+	})
 	blocks = append(blocks, []string{
 		fmt.Sprintf("3b HELD TO %.0f CALLS/S, c=%d\tcalls/s\tCPU/call\tof which the runtime's", r.Held.PerSec, c.Concurrency),
 		fmt.Sprintf("1b ARCP direct echo\t%.0f\t%s\t%s", r.Held.ARCP.CallsPerSec, us(r.Held.ARCP.CPUNsPerCall), us(r.Held.ARCP.RuntimeCPUNsPerCall)),
@@ -296,7 +316,11 @@ func writeTable(w io.Writer, r *report) error {
 		fmt.Sprintf("p50: 3 ÷ (1 + 2)\t%.3f", q.P50),
 		fmt.Sprintf("throughput: 3 ÷ 1 at %d\t%.3f", c.Concurrency, q.Throughput),
 		fmt.Sprintf("status: 4 ÷ 2 at %d\t%.3f", c.Concurrency, q.Status),
+		fmt.Sprintf("(alternating, section 3a) throughput: 3 ÷ 1 at %d\t%.3f", c.Concurrency, q.ThroughputAlternating),
 		fmt.Sprintf("scale: 6 at %d ÷ 6 at 1 (p50)\t%.3f", r.Scale.LiveSessions, q.Scale),
+		fmt.Sprintf("(in process, one after the other) scale: 6 at %d ÷ 6 at 1\t%.3f", r.ScaleInProcess.LiveSessions, q.ScaleInProcess),
+		fmt.Sprintf("(the difference) 6 at %d − 6 at 1 (p50), interleaved / in process\t%s / %s", r.Scale.LiveSessions,
+			us(r.Scale.P50ManyNs-r.Scale.P50OneNs), us(r.ScaleInProcess.P50ManyNs-r.ScaleInProcess.P50OneNs)),
 		fmt.Sprintf("(by CPU/call, for a busy machine) throughput: 1 ÷ 3\t%.3f", r.CPURatios.Throughput),
 		fmt.Sprintf("(by CPU/call, for a busy machine) status: 2 ÷ 4\t%.3f", r.CPURatios.Status),
 		fmt.Sprintf("(by CPU/call, held to the same rate) 1b ÷ 3b\t%.3f", r.CPURatios.SameRate),

@@ -68,6 +68,10 @@ func run(ctx context.Context, cfg config) (*report, error) {
 	if err := b.services(ctx, rep); err != nil {
 		return nil, err
 	}
+	var err error
+	if rep.Scale, err = b.scalePoints(ctx, cfg.Sessions[len(cfg.Sessions)-1]); err != nil {
+		return nil, fmt.Errorf("6 scale: %w", err)
+	}
 	switch {
 	case rep.Cluster.Skipped != "":
 		rep.Cluster.FailuresSkipped = rep.Cluster.Skipped
@@ -151,7 +155,7 @@ func (b *bench) services(ctx context.Context, rep *report) (err error) {
 	if err := b.clusterForward(ctx, &rep.Cluster); err != nil {
 		return fmt.Errorf("9a cluster: %w", err)
 	}
-	if rep.Memory, rep.Scale, err = b.idleSessions(ctx); err != nil {
+	if rep.Memory, rep.ScaleInProcess, err = b.idleSessions(ctx); err != nil {
 		return fmt.Errorf("5/6 sessions: %w", err)
 	}
 	return nil
@@ -160,7 +164,7 @@ func (b *bench) services(ctx context.Context, rep *report) (err error) {
 // bench owns the processes, servers and connections of one run.
 type bench struct {
 	cfg       config
-	rt        *runtimeChild
+	rt        *childProc
 	noop      *noopServer
 	gw        *gatewayServer
 	noopConns []*grpc.ClientConn
@@ -301,18 +305,11 @@ func (b *bench) measureSet(ctx context.Context, name string, block int, works ..
 }
 
 func (b *bench) attemptSet(ctx context.Context, block int, works []workload) (p []point, err error) {
-	calls := make([]callFunc, 0, len(works))
-	for _, w := range works {
-		c, release, werr := w(ctx)
-		if werr != nil {
-			return nil, werr
-		}
-		// The named result: a release's error reaches the caller.
-		defer func() { err = errors.Join(err, release()) }()
-		if len(c) != 1 {
-			return nil, errors.New("an interleaved set needs one caller on each side")
-		}
-		calls = append(calls, c[0])
+	calls, release, err := prepareSides(ctx, works)
+	// The named result: a release's error reaches the caller.
+	defer func() { err = errors.Join(err, release()) }()
+	if err != nil {
+		return nil, err
 	}
 	if _, err := runInterleaved(ctx, calls, block, b.cfg.SerialWarmup); err != nil {
 		return nil, fmt.Errorf("warm-up: %w", err)
@@ -329,6 +326,32 @@ func (b *bench) attemptSet(ctx context.Context, block int, works []workload) (p 
 		p[i].Conns, p[i].Sessions = 1, 1
 	}
 	return p, nil
+}
+
+// prepareSides prepares the one caller of each side of an interleaved set.
+// Its release undoes every preparation that succeeded, also when a later
+// one failed (then err is that failure's).
+func prepareSides(ctx context.Context, works []workload) (calls []callFunc, release func() error, err error) {
+	var releases []func() error
+	release = func() error {
+		var errs []error
+		for _, r := range releases {
+			errs = append(errs, r())
+		}
+		return errors.Join(errs...)
+	}
+	for _, w := range works {
+		c, r, err := w(ctx)
+		if err != nil {
+			return nil, release, err
+		}
+		releases = append(releases, r)
+		if len(c) != 1 {
+			return nil, release, errors.New("an interleaved set needs one caller on each side")
+		}
+		calls = append(calls, c[0])
+	}
+	return calls, release, nil
 }
 
 // attempt is one try at a point.

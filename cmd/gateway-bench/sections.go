@@ -44,7 +44,7 @@ func (b *bench) serialPoints(ctx context.Context, rep *report) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, stop()) }()
-	p, err := b.measureSet(ctx, "1-3 ARCP / no-op / RunJob", serialBlock, fresh, noop, b.freshSession)
+	p, err := b.measureSet(ctx, "1-3 ARCP / no-op / RunJob", serialBlock, fresh, noop, freshSessionOn(b.gwConns[0]))
 	if err != nil {
 		return err
 	}
@@ -55,16 +55,12 @@ func (b *bench) serialPoints(ctx context.Context, rep *report) (err error) {
 // arcpDirect is section 1's concurrent point: the gateway's ARCP client
 // straight to the runtime. Its serial point is in serialPoints.
 func (b *bench) arcpDirect(ctx context.Context) (r serviceResult, err error) {
-	conns, err := dialARCP(ctx, b.rt.url, b.cfg.Concurrency)
+	calls, closeDirect, err := b.directCallers(ctx, b.cfg.Concurrency)
 	if err != nil {
 		return r, err
 	}
-	defer closeARCP(conns)
-	calls := make([]callFunc, len(conns))
-	for w, c := range conns {
-		calls[w] = arcpCaller(c)
-	}
-	r.Concurrent, err = b.measure(ctx, pointSpec{name: "1 ARCP direct echo", conns: len(conns), work: reuse(calls)})
+	defer closeDirect()
+	r.Concurrent, err = b.measure(ctx, pointSpec{name: "1 ARCP direct echo", conns: len(calls), work: reuse(calls)})
 	return r, err
 }
 
@@ -80,17 +76,6 @@ func (b *bench) noopConcurrent(ctx context.Context) (point, error) {
 		calls[w] = noopCaller(b.noopConns[w%len(b.noopConns)])
 	}
 	return b.measure(ctx, pointSpec{name: "2 gRPC no-op", conns: len(b.noopConns), work: reuse(calls)})
-}
-
-// freshSession is the workload of a serial RunJob point: one session,
-// opened for the attempt and closed after it.
-func (b *bench) freshSession(ctx context.Context) ([]callFunc, func() error, error) {
-	cc0 := b.gwConns[0]
-	id, err := openSession(ctx, cc0)
-	if err != nil {
-		return nil, nil, err
-	}
-	return []callFunc{runJobCaller(cc0, id)}, func() error { return closeSession(ctx, cc0, id) }, nil
 }
 
 // gatewayCalls is the concurrent points of sections 3 and 4 (the probe's,
@@ -133,14 +118,20 @@ func (b *bench) gatewayCalls(ctx context.Context, rep *report) (err error) {
 	if rep.RunJob.Concurrent, err = b.measure(ctx, pointSpec{name: "3 gateway RunJob(echo)", conns: conns, sessions: n, work: reuse(runs)}); err != nil {
 		return err
 	}
+	if rep.Alternating, err = b.alternatePoints(ctx, runs, conns, n); err != nil {
+		return err
+	}
 	rep.Held, err = b.heldPoints(ctx, runs, conns, n, rep.RunJob.Concurrent.CallsPerSec)
 	return err
 }
 
-// idleSessions is sections 5 and 6: it opens cfg.Sessions idle sessions in
-// steps, measuring this process's memory after each, then RunJob's serial
-// p50 on untouched ones of them (a different one per attempt) with all of
-// them open.
+// idleSessions is section 5 and section 6's in-process figure: it opens
+// cfg.Sessions idle sessions in steps, measuring this process's memory
+// after each, then RunJob's serial p50 on untouched ones of them (a
+// different one per attempt) with all of them open, against the p50 on a
+// fresh session, the only one open, measured before they were opened.
+// Section 6's headline figure is scalePoints' (scale.go), which measures
+// the two sides interleaved.
 func (b *bench) idleSessions(ctx context.Context) ([]memoryResult, scaleResult, error) {
 	most := b.cfg.Sessions[len(b.cfg.Sessions)-1]
 	// Section 6's baseline: RunJob on a fresh session, the only one open,
@@ -157,7 +148,7 @@ func (b *bench) idleSessions(ctx context.Context) ([]memoryResult, scaleResult, 
 	if err := b.rt.settle(ctx); err != nil {
 		return nil, scaleResult{}, err
 	}
-	one, err := b.measure(ctx, pointSpec{name: "6 RunJob, 1 session", serial: true, conns: 1, sessions: 1, work: b.freshSession})
+	one, err := b.measure(ctx, pointSpec{name: "6 RunJob, 1 session", serial: true, conns: 1, sessions: 1, work: freshSessionOn(b.gwConns[0])})
 	if err != nil {
 		return nil, scaleResult{}, err
 	}

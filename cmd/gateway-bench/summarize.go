@@ -99,8 +99,20 @@ func summarizeReports(w io.Writer, paths []string) error {
 		{"1b … of which the runtime child's, µs", func(r *report) float64 { return us(r.Held.ARCP.RuntimeCPUNsPerCall) }},
 		{"3b RunJob held: CPU/call, µs", func(r *report) float64 { return us(r.Held.RunJob.CPUNsPerCall) }},
 		{"3b … of which the runtime child's, µs", func(r *report) float64 { return us(r.Held.RunJob.RuntimeCPUNsPerCall) }},
-		{"6 RunJob p50 at 1, one session open (before 5), µs", func(r *report) float64 { return us(r.Scale.P50OneNs) }},
-		{"6 RunJob p50 at 1 with the most sessions open, µs", func(r *report) float64 { return us(r.Scale.P50ManyNs) }},
+		{"3a alternating: ARCP direct calls/s at c", func(r *report) float64 { return r.Alternating.ARCP.CallsPerSec }},
+		{"3a alternating: ARCP direct CPU/call at c, µs", func(r *report) float64 { return us(r.Alternating.ARCP.CPUNsPerCall) }},
+		{"3a alternating: RunJob calls/s at c", func(r *report) float64 { return r.Alternating.RunJob.CallsPerSec }},
+		{"3a alternating: RunJob CPU/call at c, µs", func(r *report) float64 { return us(r.Alternating.RunJob.CPUNsPerCall) }},
+		{"3a alternating: throughput ratio (3 ÷ 1)", func(r *report) float64 { return r.Ratios.ThroughputAlternating }},
+		{"6 RunJob p50 at 1, one session open (own gateway), µs", func(r *report) float64 { return us(r.Scale.P50OneNs) }},
+		{"6 RunJob p50 at 1, the most sessions open (own gateway), µs", func(r *report) float64 { return us(r.Scale.P50ManyNs) }},
+		{"6 p50 with the most sessions − with one (own gateway), µs", func(r *report) float64 { return us(r.Scale.P50ManyNs - r.Scale.P50OneNs) }},
+		{"6 gateway + runtime CPU/call, one session, µs", func(r *report) float64 { return us(r.Scale.One.CPUNsPerCall) }},
+		{"6 gateway + runtime CPU/call, the most sessions, µs", func(r *report) float64 { return us(r.Scale.Many.CPUNsPerCall) }},
+		{"6 in process: RunJob p50 at 1, one session open (before 5), µs", func(r *report) float64 { return us(r.ScaleInProcess.P50OneNs) }},
+		{"6 in process: RunJob p50 at 1, the most sessions open, µs", func(r *report) float64 { return us(r.ScaleInProcess.P50ManyNs) }},
+		{"6 in process: p50 with the most sessions − with one, µs", func(r *report) float64 { return us(r.ScaleInProcess.P50ManyNs - r.ScaleInProcess.P50OneNs) }},
+		{"6 in process: scale ratio, one after the other", func(r *report) float64 { return r.Ratios.ScaleInProcess }},
 		{"5 CPU while the most sessions sit idle, % of a core", func(r *report) float64 {
 			if len(r.Memory) == 0 {
 				return 0

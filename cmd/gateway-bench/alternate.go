@@ -66,7 +66,7 @@ func (b *bench) alternatePoints(ctx context.Context, runs []callFunc, conns, ses
 	r.ARCP.Conns = len(direct)
 	r.RunJob.Conns, r.RunJob.Sessions = conns, sessions
 	r.SliceSeconds = altSlice.Seconds()
-	r.Slices = int(b.cfg.Point.duration / altSlice)
+	r.Slices = altRounds(b.cfg.Point.duration, altSlice)
 	return r, nil
 }
 
@@ -81,12 +81,15 @@ func (b *bench) alternate(ctx context.Context, sides [][]callFunc, slice time.Du
 	if len(sides) == 0 || slice <= 0 {
 		return nil, errors.New("alternating needs sides and a slice")
 	}
-	rounds := func(total time.Duration) int { return max(int((total+slice-1)/slice), 1) }
-	if _, err := b.alternateRounds(ctx, sides, slice, rounds(b.cfg.Warmup.duration), b.cfg.Warmup.maxCalls); err != nil {
+	if _, err := b.alternateRounds(ctx, sides, slice, altRounds(b.cfg.Warmup.duration, slice), b.cfg.Warmup.maxCalls); err != nil {
 		return nil, fmt.Errorf("warm-up: %w", err)
 	}
-	return b.alternateRounds(ctx, sides, slice, rounds(b.cfg.Point.duration), b.cfg.Point.maxCalls)
+	return b.alternateRounds(ctx, sides, slice, altRounds(b.cfg.Point.duration, slice), b.cfg.Point.maxCalls)
 }
+
+// altRounds is how many slices each side runs to fill total: at least one,
+// the last one whole.
+func altRounds(total, slice time.Duration) int { return max(int((total+slice-1)/slice), 1) }
 
 // sideTotals accumulates one side's slices: their timings, wall time, and
 // the differences of their CPU samples, summed (ok: every sample was).

@@ -95,11 +95,7 @@ func (b *bench) scalePoints(ctx context.Context, most int) (r scaleResult, err e
 		return r, err
 	}
 	b.progress("6 %d sessions open on the second gateway child (%v)", most, time.Since(t0).Round(time.Millisecond))
-	var next atomic.Int64
-	untouched := func(context.Context) ([]callFunc, func() error, error) {
-		id := ids.get(int(next.Add(1)-1) % most)
-		return []callFunc{runJobCaller(manyConns[0], id)}, func() error { return nil }, nil
-	}
+	untouched := untouchedOn(manyConns[0], ids, most)
 	pts, err := quietest(func() ([]point, float64, error) {
 		p, err := b.scaleAttempt(ctx, c, freshSessionOn(oneConns[0]), untouched)
 		if err != nil {
@@ -159,6 +155,17 @@ func (b *bench) scaleAttempt(ctx context.Context, c scaleChildren, works ...work
 		}
 	}
 	return p, nil
+}
+
+// untouchedOn is the workload of a serial RunJob point on one of the n
+// idle sessions of ids, on cc's gateway: the next one not yet used by an
+// attempt (round the n), left open afterwards.
+func untouchedOn(cc *grpc.ClientConn, ids *idArena, n int) workload {
+	var next atomic.Int64
+	return func(context.Context) ([]callFunc, func() error, error) {
+		id := ids.get(int(next.Add(1)-1) % n)
+		return []callFunc{runJobCaller(cc, id)}, func() error { return nil }, nil
+	}
 }
 
 // freshSessionOn is the workload of a serial RunJob point on cc's gateway:

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"sync/atomic"
 	"time"
 )
 
@@ -183,11 +182,7 @@ func (b *bench) idleSessions(ctx context.Context) ([]memoryResult, scaleResult, 
 		return nil, scaleResult{}, err
 	}
 	runtime.MemProfileRate = rate
-	var next atomic.Int64
-	untouched := func(context.Context) ([]callFunc, func() error, error) {
-		id := ids.get(int(next.Add(1)-1) % most)
-		return []callFunc{runJobCaller(b.gwConns[0], id)}, func() error { return nil }, nil
-	}
+	untouched := untouchedOn(b.gwConns[0], ids, most)
 	if err := b.rt.settle(ctx); err != nil {
 		return nil, scaleResult{}, err
 	}

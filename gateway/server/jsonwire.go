@@ -89,25 +89,31 @@ func closeLength(b []byte, at int) []byte {
 	return b
 }
 
+// nested writes the object or list at w.i as the Value field num
+// (valueStruct or valueList), the field's length after its contents.
+func (w *wireWriter) nested(num protowire.Number, depth int) bool {
+	at := w.open(num)
+	var ok bool
+	if num == valueStruct {
+		ok = w.object(depth)
+	} else {
+		ok = w.list(depth)
+	}
+	if ok {
+		w.close(at)
+	}
+	return ok
+}
+
 func (w *wireWriter) value(depth int) bool {
 	if w.i >= len(w.b) || depth > maxFastDepth {
 		return false
 	}
 	switch c := w.b[w.i]; {
 	case c == '{':
-		at := w.open(valueStruct)
-		if !w.object(depth) {
-			return false
-		}
-		w.close(at)
-		return true
+		return w.nested(valueStruct, depth)
 	case c == '[':
-		at := w.open(valueList)
-		if !w.list(depth) {
-			return false
-		}
-		w.close(at)
-		return true
+		return w.nested(valueList, depth)
 	case c == '"':
 		s, ok := w.strBytes()
 		if !ok {

@@ -53,7 +53,7 @@ func (b *bench) alternatePoints(ctx context.Context, runs []callFunc, conns, ses
 		}
 		rates := make([]string, len(p))
 		for i, pt := range p {
-			rates[i] = strconv.FormatFloat(pt.CallsPerSec, 'f', 0, 64) + " (CPU/call " + us(pt.CPUNsPerCall) + ", runtime " + us(pt.RuntimeCPUNsPerCall) + ")"
+			rates[i] = strconv.FormatFloat(pt.CallsPerSec, 'f', 0, 64) + " (CPU/call " + us(pt.CPUNsPerCall) + ", runtime " + us(pt.RuntimeCPUNsPerCall) + "; " + wakeText(pt) + ")"
 		}
 		b.progress("%-30s c=%-3d calls/s %s, slices of %v (other CPU %.0f%%)",
 			"3a ARCP direct / RunJob", b.cfg.Concurrency, strings.Join(rates, " / "), altSlice, 100*p[0].OtherCPU)
@@ -102,7 +102,7 @@ type sideTotals struct {
 func (b *bench) alternateRounds(ctx context.Context, sides [][]callFunc, slice time.Duration, rounds, maxCalls int) ([]point, error) {
 	tot := make([]sideTotals, len(sides))
 	for i := range tot {
-		tot[i].cpu.ok = true
+		tot[i].cpu.ok, tot[i].cpu.counted = true, true
 	}
 	perSlice := max(maxCalls/rounds, 1)
 	for round := range rounds {
@@ -120,10 +120,7 @@ func (b *bench) alternateRounds(ctx context.Context, sides [][]callFunc, slice t
 			t := &tot[side]
 			t.times = append(t.times, times...)
 			t.wall += wall
-			t.cpu.busy += after.busy - before.busy
-			t.cpu.ours += after.ours - before.ours
-			t.cpu.last += after.last - before.last
-			t.cpu.ok = t.cpu.ok && before.ok && after.ok
+			t.cpu.add(before.to(after))
 		}
 	}
 	pts := make([]point, len(sides))
@@ -133,10 +130,7 @@ func (b *bench) alternateRounds(ctx context.Context, sides [][]callFunc, slice t
 		}
 		p := summarize(t.times, len(sides[i]), t.wall)
 		p.OtherCPU = otherCPU(cpuSample{ok: true}, t.cpu, t.wall)
-		if t.cpu.ok {
-			p.CPUNsPerCall = int64(t.cpu.ours * 1e9 / float64(p.Calls))
-			p.RuntimeCPUNsPerCall = int64(t.cpu.last * 1e9 / float64(p.Calls))
-		}
+		t.cpu.setPerCall(&p)
 		pts[i] = p
 	}
 	// Every side reports the busier side's other CPU: the set is retried,

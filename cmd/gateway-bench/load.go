@@ -55,6 +55,16 @@ type point struct {
 	// RuntimeCPUNsPerCall is the runtime child's part of CPUNsPerCall: what
 	// the reference runtime spent, apart from the caller and the gateway.
 	RuntimeCPUNsPerCall int64 `json:"runtime_cpu_ns_per_call"`
+	// SyscallsPerCall is the read and write system calls of the same
+	// processes per completed call, SwitchesPerCall their threads' context
+	// switches; the Runtime fields are the runtime child's part (0:
+	// unknown). On loopback a write or a wake-up costs microseconds, which a
+	// CPU profile spreads over many callers: these say where CPU per call
+	// goes between two points.
+	SyscallsPerCall        float64 `json:"syscalls_per_call"`
+	RuntimeSyscallsPerCall float64 `json:"runtime_syscalls_per_call"`
+	SwitchesPerCall        float64 `json:"switches_per_call"`
+	RuntimeSwitchesPerCall float64 `json:"runtime_switches_per_call"`
 	// OtherCPU is the share of the machine's CPU that other processes used
 	// during the point (-1: unknown); see otherCPU.
 	OtherCPU float64 `json:"other_cpu"`

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -207,5 +209,89 @@ func TestAttemptSetReleases(t *testing.T) {
 	}
 	if released["a"] != 1 {
 		t.Errorf("released %v, want a released once after b failed to prepare", released)
+	}
+}
+
+// TestSampleCounts: two threads passing a byte back and forth over two
+// blocking pipes make four read or write calls a round, and in every round
+// at least one of them must sleep in read until the other writes, so a
+// sample of this process counts at least that many calls and switches.
+func TestSampleCounts(t *testing.T) {
+	pid := os.Getpid()
+	var ping, pong [2]int
+	for _, p := range []*[2]int{&ping, &pong} {
+		if err := syscall.Pipe(p[:]); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { syscall.Close(p[0]); syscall.Close(p[1]) })
+	}
+	const rounds = 200
+	a := sampleCPU(pid)
+	if !a.counted {
+		t.Fatal("cannot read /proc/PID/io or /proc/PID/task")
+	}
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		b := make([]byte, 1)
+		for range rounds {
+			if _, err := syscall.Read(ping[0], b); err != nil {
+				done <- err
+				return
+			}
+			if _, err := syscall.Write(pong[1], b); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	runtime.LockOSThread()
+	b := []byte{1}
+	for range rounds {
+		if _, err := syscall.Write(ping[1], b); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := syscall.Read(pong[0], b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.UnlockOSThread()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	d := a.to(sampleCPU(pid))
+	if !d.counted || d.sys < 4*rounds || d.switches < rounds {
+		t.Fatalf("after %d rounds: %.0f read/write calls and %.0f switches counted (counted %v), want ≥ %d and ≥ %d",
+			rounds, d.sys, d.switches, d.counted, 4*rounds, rounds)
+	}
+	if d.lastSys != d.sys || d.lastSwitches != d.switches {
+		t.Fatalf("one process: last %.0f/%.0f, all %.0f/%.0f: want equal", d.lastSys, d.lastSwitches, d.sys, d.switches)
+	}
+}
+
+// TestSetPerCall: the figures of a point are the difference of two samples
+// divided by its calls, summed over stretches by add, and left at 0 when a
+// sample could not be read.
+func TestSetPerCall(t *testing.T) {
+	a := cpuSample{ours: 1, last: 0.5, ok: true, sys: 100, lastSys: 40, switches: 10, lastSwitches: 4, counted: true}
+	b := cpuSample{ours: 1.5, last: 0.7, ok: true, sys: 500, lastSys: 240, switches: 60, lastSwitches: 24, counted: true}
+	var sum cpuSample
+	sum.ok, sum.counted = true, true
+	sum.add(a.to(b))
+	sum.add(a.to(b))
+	pt := point{Calls: 400}
+	sum.setPerCall(&pt)
+	want := point{Calls: 400, CPUNsPerCall: 2_500_000, RuntimeCPUNsPerCall: 1_000_000,
+		SyscallsPerCall: 2, RuntimeSyscallsPerCall: 1, SwitchesPerCall: 0.25, RuntimeSwitchesPerCall: 0.1}
+	if pt != want {
+		t.Fatalf("got %+v\nwant %+v", pt, want)
+	}
+	b.counted = false
+	pt = point{Calls: 400}
+	a.to(b).setPerCall(&pt)
+	if pt.CPUNsPerCall != 1_250_000 || pt.SyscallsPerCall != 0 || pt.SwitchesPerCall != 0 {
+		t.Fatalf("with counts unknown: %+v, want CPU only", pt)
 	}
 }

@@ -96,12 +96,65 @@ func cpuModel() string {
 const clockTicks = 100
 
 // cpuSample is a reading of the machine's CPU time and of the CPU time of
-// the bench's own processes, in seconds.
+// the bench's own processes, in seconds, and of those processes' system
+// calls and context switches.
 type cpuSample struct {
 	busy float64 // user + nice + system + steal of every CPU (/proc/stat)
 	ours float64 // user + system of the given processes (/proc/PID/stat)
 	last float64 // user + system of the last of them
 	ok   bool
+	// sys is the given processes' read and write system calls (/proc/PID/io:
+	// syscr + syscw, which count read, write and their vector forms, the
+	// calls loopback sockets are served by); switches their threads' context
+	// switches, voluntary and not (/proc/PID/task/*/status); lastSys and
+	// lastSwitches the last process's. counted is false when either could
+	// not be read.
+	sys, switches         float64
+	lastSys, lastSwitches float64
+	counted               bool
+}
+
+// to returns b − a, field by field: what happened between the two samples,
+// in a form that add sums over several stretches.
+func (a cpuSample) to(b cpuSample) cpuSample {
+	return cpuSample{
+		busy: b.busy - a.busy, ours: b.ours - a.ours, last: b.last - a.last, ok: a.ok && b.ok,
+		sys: b.sys - a.sys, switches: b.switches - a.switches,
+		lastSys: b.lastSys - a.lastSys, lastSwitches: b.lastSwitches - a.lastSwitches,
+		counted: a.counted && b.counted,
+	}
+}
+
+// add adds the difference d (from to) to s.
+func (s *cpuSample) add(d cpuSample) {
+	s.busy += d.busy
+	s.ours += d.ours
+	s.last += d.last
+	s.ok = s.ok && d.ok
+	s.sys += d.sys
+	s.switches += d.switches
+	s.lastSys += d.lastSys
+	s.lastSwitches += d.lastSwitches
+	s.counted = s.counted && d.counted
+}
+
+// setPerCall sets pt's CPU, system-call and context-switch figures per call
+// from d, the difference of two samples taken around pt.Calls calls. A
+// figure that could not be read stays 0.
+func (d cpuSample) setPerCall(pt *point) {
+	if pt.Calls <= 0 {
+		return
+	}
+	n := float64(pt.Calls)
+	if d.ok {
+		pt.CPUNsPerCall = int64(math.Round(d.ours * 1e9 / n))
+		pt.RuntimeCPUNsPerCall = int64(math.Round(d.last * 1e9 / n))
+	}
+	if d.counted {
+		round := func(v float64) float64 { return math.Round(v/n*100) / 100 }
+		pt.SyscallsPerCall, pt.RuntimeSyscallsPerCall = round(d.sys), round(d.lastSys)
+		pt.SwitchesPerCall, pt.RuntimeSwitchesPerCall = round(d.switches), round(d.lastSwitches)
+	}
 }
 
 // sampleCPU reads /proc (Linux); ok is false when it cannot.
@@ -134,7 +187,60 @@ func sampleCPU(pids ...int) cpuSample {
 		s.ours += s.last
 	}
 	s.ok = true
+	s.counted = true
+	for _, pid := range pids {
+		sys, sw, ok := countsOf(pid)
+		if !ok {
+			s.counted = false
+			break
+		}
+		s.sys, s.switches = s.sys+sys, s.switches+sw
+		s.lastSys, s.lastSwitches = sys, sw
+	}
 	return s
+}
+
+// countsOf returns pid's read and write system calls and its threads'
+// context switches so far (see cpuSample). A thread that has exited takes
+// its switches with it; the Go runtime keeps its threads.
+func countsOf(pid int) (sys, switches float64, ok bool) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return 0, 0, false
+	}
+	found := 0
+	for line := range strings.Lines(string(data)) {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), ": ")
+		if k == "syscr" || k == "syscw" {
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				return 0, 0, false
+			}
+			sys += float64(n)
+			found++
+		}
+	}
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil || found != 2 {
+		return 0, 0, false
+	}
+	for _, t := range tasks {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", pid, t.Name()))
+		if err != nil {
+			continue // the thread exited between the listing and the read
+		}
+		for line := range strings.Lines(string(data)) {
+			k, v, _ := strings.Cut(line, ":")
+			if k == "voluntary_ctxt_switches" || k == "nonvoluntary_ctxt_switches" {
+				n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+				if err != nil {
+					return 0, 0, false
+				}
+				switches += float64(n)
+			}
+		}
+	}
+	return sys, switches, true
 }
 
 func ticks(s string) float64 {
@@ -153,4 +259,11 @@ func otherCPU(a, b cpuSample, wall time.Duration) float64 {
 	other := (b.busy - a.busy) - (b.ours - a.ours)
 	share := max(other, 0) / (wall.Seconds() * float64(runtime.NumCPU()))
 	return math.Round(share*1e4) / 1e4 // /proc has 10 ms resolution
+}
+
+// wakeText is a point's system calls and context switches per call, for
+// progress lines.
+func wakeText(pt point) string {
+	return fmt.Sprintf("syscalls/call %.2f (runtime %.2f)  switches/call %.2f (runtime %.2f)",
+		pt.SyscallsPerCall, pt.RuntimeSyscallsPerCall, pt.SwitchesPerCall, pt.RuntimeSwitchesPerCall)
 }

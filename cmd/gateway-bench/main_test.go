@@ -71,6 +71,20 @@ func TestSmoke(t *testing.T) {
 		}
 	}
 	j.positive("gateway_run_job.concurrent", "sessions")
+	// Beside every throughput figure: system calls and context switches per
+	// call, and the runtime child's part where it takes part. (CPU per call
+	// is there too, but /proc counts it in 10 ms ticks, which a smoke
+	// point's few calls may not fill.)
+	for _, pt := range []string{"arcp_direct.concurrent", "gateway_run_job.concurrent", "alternating.arcp_direct",
+		"alternating.gateway_run_job", "same_rate.arcp_direct", "same_rate.gateway_run_job"} {
+		j.positive(pt, "syscalls_per_call", "runtime_syscalls_per_call", "switches_per_call", "runtime_switches_per_call")
+		if all, rt := j.num(pt+".syscalls_per_call"), j.num(pt+".runtime_syscalls_per_call"); rt >= all {
+			t.Errorf("%s: %v syscalls per call of which the runtime child's %v: want its part smaller", pt, all, rt)
+		}
+	}
+	for _, pt := range []string{"grpc_noop.concurrent", "gateway_status.concurrent"} {
+		j.positive(pt, "syscalls_per_call")
+	}
 	// 3b: both sides held to 0.9 of RunJob's free rate.
 	j.positive("same_rate", "per_sec")
 	j.positive("same_rate.arcp_direct", "calls", "seconds", "calls_per_sec", "concurrency", "conns")

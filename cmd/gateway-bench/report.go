@@ -260,31 +260,37 @@ func writeTable(w io.Writer, r *report) error {
 	addLat(fmt.Sprintf("6 in process: RunJob(echo), %d sessions, after 5", r.ScaleInProcess.LiveSessions), r.ScaleInProcess.Many)
 	blocks = append(blocks, lat)
 
-	thr := []string{fmt.Sprintf("THROUGHPUT, calls/s\tc=1\tCPU/call at 1\tc=%d\tCPU/call at %d\tp50 at %d\tp99 at %d\tconns",
+	thr := []string{fmt.Sprintf("THROUGHPUT, calls/s\tc=1\tCPU/call at 1\tc=%d\tCPU/call at %d\tsyscalls/call\tswitches/call\tp50 at %d\tp99 at %d\tconns",
 		c.Concurrency, c.Concurrency, c.Concurrency, c.Concurrency)}
 	addThr := func(name string, s *point, cp point) {
 		serial, serialCPU := "-", "-"
 		if s != nil {
 			serial, serialCPU = fmt.Sprintf("%.0f", s.CallsPerSec), us(s.CPUNsPerCall)
 		}
-		thr = append(thr, fmt.Sprintf("%s\t%s\t%s\t%.0f\t%s\t%s\t%s\t%d",
-			name, serial, serialCPU, cp.CallsPerSec, us(cp.CPUNsPerCall), us(cp.P50Ns), us(cp.P99Ns), cp.Conns))
+		thr = append(thr, fmt.Sprintf("%s\t%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%d",
+			name, serial, serialCPU, cp.CallsPerSec, us(cp.CPUNsPerCall), withRuntime(cp.SyscallsPerCall, cp.RuntimeSyscallsPerCall),
+			withRuntime(cp.SwitchesPerCall, cp.RuntimeSwitchesPerCall), us(cp.P50Ns), us(cp.P99Ns), cp.Conns))
 	}
 	addThr("1 ARCP direct echo", &r.ARCP.Serial, r.ARCP.Concurrent)
 	addThr("2 gRPC no-op unary", &r.Noop.Serial, r.Noop.Concurrent)
 	addThr(fmt.Sprintf("3 gateway RunJob(echo), %d sessions", r.RunJob.Concurrent.Sessions), &r.RunJob.Serial, r.RunJob.Concurrent)
 	addThr(fmt.Sprintf("4 gateway GetSessionStatus, %d sessions", r.Status.Concurrent.Sessions), nil, r.Status.Concurrent)
 	blocks = append(blocks, thr)
+	side := func(name string, pt point) string {
+		return fmt.Sprintf("%s\t%.0f\t%s\t%s\t%s\t%s", name, pt.CallsPerSec, us(pt.CPUNsPerCall), us(pt.RuntimeCPUNsPerCall),
+			withRuntime(pt.SyscallsPerCall, pt.RuntimeSyscallsPerCall), withRuntime(pt.SwitchesPerCall, pt.RuntimeSwitchesPerCall))
+	}
+	const sideCols = "\tcalls/s\tCPU/call\tof which the runtime's\tsyscalls/call\tswitches/call"
 	a := r.Alternating
 	blocks = append(blocks, []string{
-		fmt.Sprintf("3a ALTERNATING, %.2fs SLICES, c=%d\tcalls/s\tCPU/call\tof which the runtime's", a.SliceSeconds, c.Concurrency),
-		fmt.Sprintf("1 ARCP direct echo\t%.0f\t%s\t%s", a.ARCP.CallsPerSec, us(a.ARCP.CPUNsPerCall), us(a.ARCP.RuntimeCPUNsPerCall)),
-		fmt.Sprintf("3 gateway RunJob(echo)\t%.0f\t%s\t%s", a.RunJob.CallsPerSec, us(a.RunJob.CPUNsPerCall), us(a.RunJob.RuntimeCPUNsPerCall)),
+		fmt.Sprintf("3a ALTERNATING, %.2fs SLICES, c=%d", a.SliceSeconds, c.Concurrency) + sideCols,
+		side("1 ARCP direct echo", a.ARCP),
+		side("3 gateway RunJob(echo)", a.RunJob),
 	})
 	blocks = append(blocks, []string{
-		fmt.Sprintf("3b HELD TO %.0f CALLS/S, c=%d\tcalls/s\tCPU/call\tof which the runtime's", r.Held.PerSec, c.Concurrency),
-		fmt.Sprintf("1b ARCP direct echo\t%.0f\t%s\t%s", r.Held.ARCP.CallsPerSec, us(r.Held.ARCP.CPUNsPerCall), us(r.Held.ARCP.RuntimeCPUNsPerCall)),
-		fmt.Sprintf("3b gateway RunJob(echo)\t%.0f\t%s\t%s", r.Held.RunJob.CallsPerSec, us(r.Held.RunJob.CPUNsPerCall), us(r.Held.RunJob.RuntimeCPUNsPerCall)),
+		fmt.Sprintf("3b HELD TO %.0f CALLS/S, c=%d", r.Held.PerSec, c.Concurrency) + sideCols,
+		side("1b ARCP direct echo", r.Held.ARCP),
+		side("3b gateway RunJob(echo)", r.Held.RunJob),
 	})
 
 	mem := []string{"5 MEMORY PER IDLE SESSION\theap_alloc+stack\theap_inuse+stack\tgoroutines\topened/s\tCPU while idle"}
@@ -355,4 +361,17 @@ func us(ns int64) string   { return fmt.Sprintf("%.1fµs", float64(ns)/1e3) }
 func kib(b float64) string { return fmt.Sprintf("%.2f KiB", b/1024) }
 func num(v float64) string {
 	return strings.TrimRight(strings.TrimRight(fmt.Sprintf("%.3f", v), "0"), ".")
+}
+
+// withRuntime is a per-call count and the runtime child's part of it, as
+// "3.57 (runtime 2.04)", or "-" when unknown (0); a point without the
+// runtime child (the no-op, the probe) shows the count alone.
+func withRuntime(all, rt float64) string {
+	switch {
+	case all == 0:
+		return "-"
+	case rt == 0:
+		return fmt.Sprintf("%.2f", all)
+	}
+	return fmt.Sprintf("%.2f (runtime %.2f)", all, rt)
 }

@@ -257,8 +257,8 @@ func (b *bench) measure(ctx context.Context, s pointSpec) (point, error) {
 		if err != nil {
 			return pt, 0, fmt.Errorf("%s: %w", s.name, err)
 		}
-		b.progress("%-30s c=%-3d %7.0f calls/s  p50 %s  p99 %s  CPU/call %s (runtime %s)  (%d calls, other CPU %.0f%%)",
-			s.name, pt.Concurrency, pt.CallsPerSec, us(pt.P50Ns), us(pt.P99Ns), us(pt.CPUNsPerCall), us(pt.RuntimeCPUNsPerCall), pt.Calls, 100*pt.OtherCPU)
+		b.progress("%-30s c=%-3d %7.0f calls/s  p50 %s  p99 %s  CPU/call %s (runtime %s)  %s  (%d calls, other CPU %.0f%%)",
+			s.name, pt.Concurrency, pt.CallsPerSec, us(pt.P50Ns), us(pt.P99Ns), us(pt.CPUNsPerCall), us(pt.RuntimeCPUNsPerCall), wakeText(pt), pt.Calls, 100*pt.OtherCPU)
 		return pt, pt.OtherCPU, nil
 	})
 }
@@ -372,10 +372,7 @@ func (b *bench) attempt(ctx context.Context, s pointSpec, warm, bnd bounds) (pt 
 		return pt, err
 	}
 	pt.OtherCPU = otherCPU(before, after, wall)
-	if before.ok && after.ok {
-		pt.CPUNsPerCall = int64((after.ours - before.ours) * 1e9 / float64(pt.Calls))
-		pt.RuntimeCPUNsPerCall = int64((after.last - before.last) * 1e9 / float64(pt.Calls))
-	}
+	before.to(after).setPerCall(&pt)
 	pt.Conns, pt.Sessions = s.conns, s.sessions
 	return pt, nil
 }

@@ -149,10 +149,7 @@ func (b *bench) scaleAttempt(ctx context.Context, c scaleChildren, works ...work
 	other := otherCPU(before[2], after[2], wall)
 	for i := range p {
 		p[i].Conns, p[i].OtherCPU = 1, other
-		if before[i].ok && after[i].ok {
-			p[i].CPUNsPerCall = int64((after[i].ours - before[i].ours) * 1e9 / float64(p[i].Calls))
-			p[i].RuntimeCPUNsPerCall = int64((after[i].last - before[i].last) * 1e9 / float64(p[i].Calls))
-		}
+		before[i].to(after[i]).setPerCall(&p[i])
 	}
 	return p, nil
 }

@@ -4,6 +4,11 @@
 // Start simulate Redis going down and coming back on the same socket (empty:
 // nothing is persisted).
 //
+// With WithTLS the server listens instead on a TLS port of 127.0.0.1 (no
+// unix socket, no plain TCP port), with a certificate signed by a throwaway
+// CA made for the test: URL is then a rediss:// URL and TLSConfig trusts
+// that CA.
+//
 // When redis-server is not installed the test is skipped, unless the
 // environment has CI=true: then it fails, so that CI never passes by skipping.
 //
@@ -14,13 +19,15 @@ package redistest
 import (
 	"bufio"
 	"context"
-	"errors"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -35,6 +42,10 @@ const Binary = "redis-server"
 // machine may be busy.
 const readyTimeout = 15 * time.Second
 
+// startAttempts bounds the starts on freshly picked TLS ports: another
+// process may take a port between our probe and redis-server's bind.
+const startAttempts = 3
+
 // Option configures a Server.
 type Option func(*Server)
 
@@ -48,14 +59,26 @@ func WithUser(name, password string) Option {
 	return func(s *Server) { s.users = append(s.users, [2]string{name, password}) }
 }
 
+// WithTLS serves TLS on a free port of 127.0.0.1 instead of the unix socket,
+// with a certificate for 127.0.0.1 signed by a CA generated for the test
+// (see TLSConfig and RootCAs). Clients are not asked for certificates.
+func WithTLS() Option {
+	return func(s *Server) { s.tls = true }
+}
+
 // Server is one redis-server under test control. Its methods may be called
 // from the test goroutine; they are not meant for concurrent use.
 type Server struct {
 	tb       testing.TB
 	dir      string
-	sock     string
+	sock     string // unix socket (without TLS)
 	password string
 	users    [][2]string
+
+	tls      bool
+	port     int            // TLS port, kept across Stop and Start
+	roots    *x509.CertPool // the test CA
+	certArgs []string       // redis-server's --tls-*-file arguments
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -77,41 +100,78 @@ func Start(tb testing.TB, opts ...Option) *Server {
 		o(s)
 	}
 	s.dir = tb.TempDir()
-	if len(s.dir) > 90 { // unix socket paths are limited to ~104 bytes
-		d, err := os.MkdirTemp("", "redistest")
+	if s.tls {
+		f, roots, err := writeCerts(s.dir)
 		if err != nil {
-			tb.Fatalf("redistest: %v", err)
+			tb.Fatalf("redistest: certificates: %v", err)
 		}
-		tb.Cleanup(func() { _ = os.RemoveAll(d) })
-		s.dir = d
+		s.roots = roots
+		s.certArgs = []string{"--tls-cert-file", f.cert, "--tls-key-file", f.key, "--tls-ca-cert-file", f.ca}
+	} else {
+		if len(s.dir) > 90 { // unix socket paths are limited to ~104 bytes
+			d, err := os.MkdirTemp("", "redistest")
+			if err != nil {
+				tb.Fatalf("redistest: %v", err)
+			}
+			tb.Cleanup(func() { _ = os.RemoveAll(d) })
+			s.dir = d
+		}
+		s.sock = filepath.Join(s.dir, "r.sock")
 	}
-	s.sock = filepath.Join(s.dir, "r.sock")
 	tb.Cleanup(s.Stop)
 	s.Start()
 	return s
 }
 
-// Socket is the unix socket path.
+// Socket is the unix socket path ("" with WithTLS).
 func (s *Server) Socket() string { return s.sock }
 
-// URL is a unix:// URL for the default user (with the password if one is
-// set).
-func (s *Server) URL() string {
-	u := url.URL{Scheme: "unix", Path: s.sock}
-	if s.password != "" {
-		u.User = url.UserPassword("", s.password)
+// Addr is the TLS host:port ("" without WithTLS).
+func (s *Server) Addr() string {
+	if !s.tls {
+		return ""
 	}
-	return u.String()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
 }
 
-// UserURL is a unix:// URL that authenticates as user with password.
+// URL is a unix:// URL, or with WithTLS rediss://127.0.0.1:port/0, for the
+// default user (with the password if one is set).
+func (s *Server) URL() string {
+	var user *url.Userinfo
+	if s.password != "" {
+		user = url.UserPassword("", s.password)
+	}
+	return s.url(user)
+}
+
+// UserURL is a URL like URL's that authenticates as user with password.
 func (s *Server) UserURL(user, password string) string {
-	u := url.URL{Scheme: "unix", Path: s.sock, User: url.UserPassword(user, password)}
+	return s.url(url.UserPassword(user, password))
+}
+
+func (s *Server) url(user *url.Userinfo) string {
+	if s.tls {
+		u := url.URL{Scheme: "rediss", User: user, Host: s.Addr(), Path: "/0"}
+		return u.String()
+	}
+	u := url.URL{Scheme: "unix", User: user, Path: s.sock}
 	return u.String()
 }
 
-// Start (re)starts the server on the same socket path, if it is not running,
-// and waits until it answers PING.
+// RootCAs is a pool holding only the test CA (nil without WithTLS).
+func (s *Server) RootCAs() *x509.CertPool { return s.roots }
+
+// TLSConfig is a new client configuration that trusts the test CA and
+// nothing else (nil without WithTLS).
+func (s *Server) TLSConfig() *tls.Config {
+	if !s.tls {
+		return nil
+	}
+	return &tls.Config{RootCAs: s.roots, MinVersion: tls.VersionTLS12}
+}
+
+// Start (re)starts the server on the same socket path or TLS port, if it is
+// not running, and waits until it answers PING.
 func (s *Server) Start() {
 	s.tb.Helper()
 	s.mu.Lock()
@@ -119,15 +179,43 @@ func (s *Server) Start() {
 	if s.cmd != nil {
 		return
 	}
-	_ = os.Remove(s.sock)
+	fresh := s.tls && s.port == 0 // first TLS start: pick the port, retry on another
+	for attempt := 1; ; attempt++ {
+		if fresh {
+			port, err := freePort()
+			if err != nil {
+				s.tb.Fatalf("redistest: %v", err)
+			}
+			s.port = port
+		}
+		err := s.launch()
+		if err == nil {
+			return
+		}
+		log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+		if !fresh || attempt == startAttempts {
+			s.tb.Fatalf("redistest: %s not ready: %v\n%s", Binary, err, log)
+		}
+		s.tb.Logf("redistest: %s on port %d not ready (%v); trying another port", Binary, s.port, err)
+	}
+}
+
+// launch starts redis-server and waits until it answers PING. On error the
+// process has been stopped.
+func (s *Server) launch() error {
 	args := []string{
 		"--port", "0",
-		"--unixsocket", s.sock,
-		"--unixsocketperm", "700",
 		"--save", "",
 		"--appendonly", "no",
 		"--dir", s.dir,
 		"--logfile", filepath.Join(s.dir, "redis.log"),
+	}
+	if s.tls {
+		args = append(args, "--bind", "127.0.0.1", "--tls-port", strconv.Itoa(s.port), "--tls-auth-clients", "no")
+		args = append(args, s.certArgs...)
+	} else {
+		_ = os.Remove(s.sock)
+		args = append(args, "--unixsocket", s.sock, "--unixsocketperm", "700")
 	}
 	if s.password != "" {
 		args = append(args, "--requirepass", s.password)
@@ -137,7 +225,7 @@ func (s *Server) Start() {
 	}
 	cmd := exec.Command(Binary, args...)
 	if err := cmd.Start(); err != nil {
-		s.tb.Fatalf("redistest: start %s: %v", Binary, err)
+		return fmt.Errorf("start: %w", err)
 	}
 	done := make(chan struct{})
 	go func() {
@@ -145,11 +233,32 @@ func (s *Server) Start() {
 		close(done)
 	}()
 	s.cmd, s.done = cmd, done
-	if err := waitReady(s.sock, done); err != nil {
+	if err := waitReady(s.dial, done); err != nil {
 		s.stopLocked()
-		log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
-		s.tb.Fatalf("redistest: %s not ready: %v\n%s", Binary, err, log)
+		return err
 	}
+	return nil
+}
+
+// dial connects to the unix socket, or over TLS verifying the server's
+// certificate against the test CA.
+func (s *Server) dial(ctx context.Context) (net.Conn, error) {
+	if s.tls {
+		d := tls.Dialer{Config: s.TLSConfig()}
+		return d.DialContext(ctx, "tcp", s.Addr())
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, "unix", s.sock)
+}
+
+// freePort returns a TCP port of 127.0.0.1 that was free a moment ago.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	return port, l.Close()
 }
 
 // Stop kills the server (SIGKILL: as abrupt as a crash) and waits for it to
@@ -176,21 +285,21 @@ func (s *Server) Running() bool {
 	return s.cmd != nil
 }
 
-// waitReady dials the socket until PING gets an answer (+PONG, or -NOAUTH
-// when a password is required: either way the server is serving).
-func waitReady(sock string, exited <-chan struct{}) error {
+// waitReady dials until PING gets an answer (+PONG, or -NOAUTH when a
+// password is required: either way the server is serving).
+func waitReady(dial func(context.Context) (net.Conn, error), exited <-chan struct{}) error {
 	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
 	defer cancel()
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	var last error
 	for {
-		if last = ping(ctx, sock); last == nil {
+		if last = ping(ctx, dial); last == nil {
 			return nil
 		}
 		select {
 		case <-exited:
-			return errors.New("redis-server exited")
+			return fmt.Errorf("redis-server exited (last PING: %v)", last)
 		case <-ctx.Done():
 			return fmt.Errorf("no answer to PING within %v: %v", readyTimeout, last)
 		case <-tick.C:
@@ -198,9 +307,8 @@ func waitReady(sock string, exited <-chan struct{}) error {
 	}
 }
 
-func ping(ctx context.Context, sock string) error {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "unix", sock)
+func ping(ctx context.Context, dial func(context.Context) (net.Conn, error)) error {
+	c, err := dial(ctx)
 	if err != nil {
 		return err
 	}

@@ -130,32 +130,50 @@ func TestClusterAnyReplicaAnswers(t *testing.T) {
 		}
 	}
 
-	// WatchJob through replica 3: every event once, then the result.
+	// WatchJob through replicas 2 and 3 (both watching while the job
+	// streams): each sees every event once, then the result, and names
+	// the owner.
 	sub, err := gws[1].SubmitJob(ctx, &sessiongatev1.SubmitJobRequest{SessionId: sid, Agent: "stream", Input: streamInput(5, 20)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	stream, err := gws[2].WatchJob(ctx, &sessiongatev1.WatchJobRequest{SessionId: sid, JobId: sub.GetJobId()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []int
-	var result bool
-	for {
-		item, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
+	streams := make([]grpc.ServerStreamingClient[sessiongatev1.WatchJobResponse], len(gws))
+	for i := 1; i < len(gws); i++ {
+		streams[i], err = gws[i].WatchJob(ctx, &sessiongatev1.WatchJobRequest{SessionId: sid, JobId: sub.GetJobId()})
 		if err != nil {
-			t.Fatalf("WatchJob through gw-3: %v", err)
+			t.Fatalf("WatchJob through %s: %v", c.Replicas[i].Instance, err)
 		}
-		if i, ok := eventIndex(item); ok {
-			got = append(got, i)
-		}
-		result = result || item.GetResult() != nil
 	}
-	if fmt.Sprint(got) != "[0 1 2 3 4]" || !result {
-		t.Fatalf("forwarded watch saw %v (result %v)", got, result)
+	for i := 1; i < len(gws); i++ {
+		inst := c.Replicas[i].Instance
+		hdr, err := streams[i].Header()
+		if err != nil {
+			t.Fatalf("WatchJob through %s: header: %v", inst, err)
+		}
+		if got := hdr.Get("x-sessiongate-owner"); len(got) != 1 || got[0] != "gw-1" {
+			t.Fatalf("owner hint of WatchJob through %s = %v, want gw-1", inst, got)
+		}
+		if got := hdr.Get("x-sessiongate-served-by"); len(got) != 1 || got[0] != inst {
+			t.Fatalf("WatchJob through %s served by %v", inst, got)
+		}
+		var got []int
+		var result bool
+		for {
+			item, err := streams[i].Recv()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("WatchJob through %s: %v", inst, err)
+			}
+			if n, ok := eventIndex(item); ok {
+				got = append(got, n)
+			}
+			result = result || item.GetResult() != nil
+		}
+		if fmt.Sprint(got) != "[0 1 2 3 4]" || !result {
+			t.Fatalf("forwarded watch through %s saw %v (result %v)", inst, got, result)
+		}
 	}
 
 	// Status from any replica names the owner; over HTTP too.

@@ -2,8 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"log/slog"
 	"net"
@@ -11,8 +9,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sessiongate/sessiongate/gateway/arcp"
 	"github.com/sessiongate/sessiongate/gateway/arcpruntime"
@@ -43,32 +39,6 @@ type fenceRig struct {
 	other  *directory.Directory // gw-z
 }
 
-// leaseLoop runs Directory.Run until halted; it may be started again.
-type leaseLoop struct {
-	d    *directory.Directory
-	stop context.CancelFunc
-	done chan struct{}
-}
-
-func (l *leaseLoop) start() {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	l.stop, l.done = cancel, done
-	go func() {
-		defer close(done)
-		_ = l.d.Run(ctx)
-	}()
-}
-
-// halt ends Run, which deletes the lease, and waits for it. Idempotent.
-func (l *leaseLoop) halt() {
-	if l.stop != nil {
-		l.stop()
-		<-l.done
-		l.stop = nil
-	}
-}
-
 // startFenceRig starts the rig. Without redis-server the test is skipped,
 // unless CI=true: then it fails (redistest.Start decides).
 func startFenceRig(t *testing.T) *fenceRig {
@@ -77,9 +47,7 @@ func startFenceRig(t *testing.T) *fenceRig {
 	ctx := ctxT(t, 20*time.Second)
 	rtLog := &recordingHandler{}
 	rt := arcpruntime.NewTestServer(t, arcpruntime.Options{Logger: slog.New(rtLog)})
-	var k [32]byte
-	_, _ = rand.Read(k[:])
-	key := "k1:" + base64.StdEncoding.EncodeToString(k[:])
+	key := testDirectoryKey()
 
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -104,22 +72,7 @@ func startFenceRig(t *testing.T) *fenceRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	served := make(chan error, 1)
-	go func() { served <- gw.Serve(lis) }()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		conn.Close()
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := gw.Shutdown(sctx); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-		if err := <-served; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
+	conn := serveReplica(t, "gw-a", gw, lis, func() {
 		lease.halt() // after Shutdown, as ClusterConfig.Directory requires
 		_ = d.Close()
 	})

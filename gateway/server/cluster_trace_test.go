@@ -2,8 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"net"
 	"os"
@@ -14,7 +12,6 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	oteltrace "go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/sessiongate/sessiongate/gateway/arcpruntime"
@@ -46,9 +43,7 @@ func startReplicaGateways(t testing.TB, n int, cfg func(*Config)) ([]sessiongate
 	}
 	t.Cleanup(rd.Close)
 	rt := arcpruntime.NewTestServer(t, arcpruntime.Options{})
-	var k [32]byte
-	_, _ = rand.Read(k[:])
-	key := "k1:" + base64.StdEncoding.EncodeToString(k[:])
+	key := testDirectoryKey()
 	clients := make([]sessiongatev1.SessionGatewayClient, n)
 	gateways := make([]*Gateway, n)
 	for i := range n {
@@ -62,12 +57,8 @@ func startReplicaGateways(t testing.TB, n int, cfg func(*Config)) ([]sessiongate
 		if err != nil {
 			t.Fatal(err)
 		}
-		runCtx, stopRun := context.WithCancel(context.Background())
-		ran := make(chan struct{})
-		go func() {
-			defer close(ran)
-			_ = d.Run(runCtx)
-		}()
+		lease := &leaseLoop{d: d}
+		lease.start()
 		c := Config{
 			InstanceID: inst, Runtimes: []Runtime{{Name: "default", URL: rt.URL()}},
 			Upstream: upstream.Config{BackoffInitial: 5 * time.Millisecond, BackoffMax: 50 * time.Millisecond, InitTimeout: 2 * time.Second},
@@ -81,24 +72,8 @@ func startReplicaGateways(t testing.TB, n int, cfg func(*Config)) ([]sessiongate
 		if err != nil {
 			t.Fatal(err)
 		}
-		served := make(chan error, 1)
-		go func() { served <- gw.Serve(lis) }()
-		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			conn.Close()
-			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			if err := gw.Shutdown(sctx); err != nil {
-				t.Errorf("Shutdown %s: %v", inst, err)
-			}
-			if err := <-served; err != nil {
-				t.Errorf("Serve %s: %v", inst, err)
-			}
-			stopRun()
-			<-ran
+		conn := serveReplica(t, inst, gw, lis, func() {
+			lease.halt()
 			_ = d.Close()
 		})
 		clients[i], gateways[i] = sessiongatev1.NewSessionGatewayClient(conn), gw

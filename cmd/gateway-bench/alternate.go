@@ -53,7 +53,7 @@ func (b *bench) alternatePoints(ctx context.Context, runs []callFunc, conns, ses
 		}
 		rates := make([]string, len(p))
 		for i, pt := range p {
-			rates[i] = strconv.FormatFloat(pt.CallsPerSec, 'f', 0, 64) + " (CPU/call " + us(pt.CPUNsPerCall) + ", runtime " + us(pt.RuntimeCPUNsPerCall) + "; " + wakeText(pt) + ")"
+			rates[i] = strconv.FormatFloat(pt.CallsPerSec, 'f', 0, 64) + " (CPU/call " + us(pt.CPUNsPerCall) + ", runtime " + us(pt.RuntimeCPUNsPerCall) + "; " + callCountsText(pt) + ")"
 		}
 		b.progress("%-30s c=%-3d calls/s %s, slices of %v (other CPU %.0f%%)",
 			"3a ARCP direct / RunJob", b.cfg.Concurrency, strings.Join(rates, " / "), altSlice, 100*p[0].OtherCPU)

@@ -261,9 +261,9 @@ func otherCPU(a, b cpuSample, wall time.Duration) float64 {
 	return math.Round(share*1e4) / 1e4 // /proc has 10 ms resolution
 }
 
-// wakeText is a point's system calls and context switches per call, for
-// progress lines.
-func wakeText(pt point) string {
-	return fmt.Sprintf("syscalls/call %.2f (runtime %.2f)  switches/call %.2f (runtime %.2f)",
-		pt.SyscallsPerCall, pt.RuntimeSyscallsPerCall, pt.SwitchesPerCall, pt.RuntimeSwitchesPerCall)
+// callCountsText is a point's system calls and context switches per call,
+// with the runtime child's part, for progress lines.
+func callCountsText(pt point) string {
+	return "syscalls/call " + withRuntime(pt.SyscallsPerCall, pt.RuntimeSyscallsPerCall) +
+		"  switches/call " + withRuntime(pt.SwitchesPerCall, pt.RuntimeSwitchesPerCall)
 }

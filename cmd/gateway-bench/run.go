@@ -258,7 +258,7 @@ func (b *bench) measure(ctx context.Context, s pointSpec) (point, error) {
 			return pt, 0, fmt.Errorf("%s: %w", s.name, err)
 		}
 		b.progress("%-30s c=%-3d %7.0f calls/s  p50 %s  p99 %s  CPU/call %s (runtime %s)  %s  (%d calls, other CPU %.0f%%)",
-			s.name, pt.Concurrency, pt.CallsPerSec, us(pt.P50Ns), us(pt.P99Ns), us(pt.CPUNsPerCall), us(pt.RuntimeCPUNsPerCall), wakeText(pt), pt.Calls, 100*pt.OtherCPU)
+			s.name, pt.Concurrency, pt.CallsPerSec, us(pt.P50Ns), us(pt.P99Ns), us(pt.CPUNsPerCall), us(pt.RuntimeCPUNsPerCall), callCountsText(pt), pt.Calls, 100*pt.OtherCPU)
 		return pt, pt.OtherCPU, nil
 	})
 }

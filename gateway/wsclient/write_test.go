@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"io"
 	"math/rand/v2"
 	"net"
 	"strings"
@@ -68,10 +69,14 @@ func TestWriteStreamsLargeMessagesMaskedCorrectly(t *testing.T) {
 	<-done
 }
 
+// TestWriteAllocs: a Write of a small message allocates nothing. The peer
+// drains the bytes into io.Discard's pooled buffer instead of parsing them
+// into frames: AllocsPerRun counts every goroutine's allocations, and the
+// parser's payload per frame made the test fail whenever the peer ran
+// inside the measured window (as it does with other processes busy).
 func TestWriteAllocs(t *testing.T) {
-	c, done, err := rawDial(t, rawOpts{}, Options{}, func(p *rawPeer) {
-		for range p.frames {
-		}
+	c, done, err := rawDial(t, rawOpts{noRead: true}, Options{}, func(p *rawPeer) {
+		_, _ = io.Copy(io.Discard, p.conn)
 	})
 	if err != nil {
 		t.Fatal(err)

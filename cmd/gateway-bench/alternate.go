@@ -12,10 +12,10 @@ import (
 )
 
 // Section 3a measures the throughput ratio's two concurrent points, the
-// direct ARCP client (1) and RunJob (3), over the same stretch of time:
-// each side's workers run in closed loops for a slice, then the other
-// side's, round after round, and each side's figures are the sums over
-// its slices.
+// direct ARCP client (1) and RunJob (3), and the bare proxy (the floor of
+// a gateway, proxy.go), over the same stretch of time: each side's workers
+// run in closed loops for a slice, then the next side's, round after
+// round, and each side's figures are the sums over its slices.
 //
 // Why: measured one after the other, seconds apart, each side took in its
 // own stretch of the machine's speed. On the README's machine the direct
@@ -35,19 +35,26 @@ type alternateResult struct {
 	Slices       int     `json:"slices"` // per side
 	ARCP         point   `json:"arcp_direct"`
 	RunJob       point   `json:"gateway_run_job"`
+	Proxy        point   `json:"bare_proxy"` // the floor (proxy.go)
 }
 
 // alternatePoints measures section 3a: runs (section 3's RunJob callers on
 // its sessions) against the direct ARCP client on fresh connections, one
-// per worker, alternating slice by slice.
+// per worker, and the bare proxy (proxy.go) on as many fresh connections of
+// its own, alternating slice by slice.
 func (b *bench) alternatePoints(ctx context.Context, runs []callFunc, conns, sessions int) (r alternateResult, err error) {
 	direct, closeDirect, err := b.directCallers(ctx, b.cfg.Concurrency)
 	if err != nil {
 		return r, err
 	}
 	defer closeDirect()
+	proxied, stopProxy, err := startProxyCallers(ctx, b.rt.url, b.cfg.Concurrency, conns, b.cfg.ClientWindowBytes)
+	if err != nil {
+		return r, err
+	}
+	defer func() { err = errors.Join(err, stopProxy()) }()
 	pts, err := quietest(func() ([]point, float64, error) {
-		p, err := b.alternate(ctx, [][]callFunc{direct, runs}, altSlice)
+		p, err := b.alternate(ctx, [][]callFunc{direct, runs, proxied}, altSlice)
 		if err != nil {
 			return p, 0, fmt.Errorf("3a alternating: %w", err)
 		}
@@ -56,15 +63,16 @@ func (b *bench) alternatePoints(ctx context.Context, runs []callFunc, conns, ses
 			rates[i] = strconv.FormatFloat(pt.CallsPerSec, 'f', 0, 64) + " (CPU/call " + us(pt.CPUNsPerCall) + ", runtime " + us(pt.RuntimeCPUNsPerCall) + "; " + callCountsText(pt) + ")"
 		}
 		b.progress("%-30s c=%-3d calls/s %s, slices of %v (other CPU %.0f%%)",
-			"3a ARCP direct / RunJob", b.cfg.Concurrency, strings.Join(rates, " / "), altSlice, 100*p[0].OtherCPU)
+			"3a ARCP direct / RunJob / proxy", b.cfg.Concurrency, strings.Join(rates, " / "), altSlice, 100*p[0].OtherCPU)
 		return p, p[0].OtherCPU, nil
 	})
 	if err != nil {
 		return r, err
 	}
-	r.ARCP, r.RunJob = pts[0], pts[1]
+	r.ARCP, r.RunJob, r.Proxy = pts[0], pts[1], pts[2]
 	r.ARCP.Conns = len(direct)
 	r.RunJob.Conns, r.RunJob.Sessions = conns, sessions
+	r.Proxy.Conns = conns
 	r.SliceSeconds = altSlice.Seconds()
 	r.Slices = altRounds(b.cfg.Point.duration, altSlice)
 	return r, nil

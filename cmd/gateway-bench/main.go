@@ -35,7 +35,12 @@
 //     concurrency, taking turns in slices of 250 ms until each has run the
 //     point's duration, so that both sides run in the same stretch of the
 //     machine's speed (alternate.go says why). Its ratio, RunJob ÷ direct
-//     calls/s, is shown beside the throughput ratio, not a target.
+//     calls/s, is shown beside the throughput ratio, not a target. A third
+//     side takes its turns with them: the bare proxy (proxy.go), a bare
+//     grpc.Server whose handler runs the echo job on a direct ARCP
+//     connection and nothing else, the floor of any gateway of grpc-go and
+//     this ARCP client; bare proxy ÷ direct (the floor) and RunJob ÷ bare
+//     proxy (how close the gateway comes to it) are shown beside it.
 //     3b. Same rate: section 3's RunJob callers and the direct ARCP client
 //     (on fresh connections), both held by a pacer to 0.7 of the calls/s
 //     RunJob reached in 3, for their CPU per call (held.go says why). Its

@@ -96,6 +96,8 @@ func TestSmoke(t *testing.T) {
 	j.positive("alternating", "slice_seconds", "slices")
 	j.positive("alternating.arcp_direct", "calls", "seconds", "calls_per_sec", "p50_ns", "concurrency", "conns")
 	j.positive("alternating.gateway_run_job", "calls", "seconds", "calls_per_sec", "p50_ns", "concurrency", "conns", "sessions")
+	j.positive("alternating.bare_proxy", "calls", "seconds", "calls_per_sec", "p50_ns", "concurrency", "conns")
+	j.positive("ratios", "floor", "to_floor")
 	j.positive("gateway_status.concurrent", "calls", "seconds", "calls_per_sec", "p50_ns", "p99_ns", "sessions")
 	// 6: on two gateway children, interleaved; and in this process.
 	for _, sc := range []string{"scale", "scale_in_process"} {

@@ -82,6 +82,12 @@ type ratios struct {
 	// ThroughputAlternating = the same, from section 3a's points, measured
 	// slice by slice over the same stretch of time.
 	ThroughputAlternating float64 `json:"throughput_alternating"`
+	// Floor = the bare proxy's calls/s ÷ ARCP direct calls/s, section 3a:
+	// the most any gateway of grpc-go and this ARCP client reaches here.
+	Floor float64 `json:"floor"`
+	// ToFloor = RunJob calls/s ÷ the bare proxy's, section 3a: how close
+	// the gateway comes to that floor.
+	ToFloor float64 `json:"to_floor"`
 	// Status = GetSessionStatus concurrent calls/s ÷ no-op concurrent calls/s.
 	Status float64 `json:"status"`
 	// Scale = RunJob p50 with the most sessions open ÷ with one, each on
@@ -125,6 +131,8 @@ func computeRatios(r *report) ratios {
 		P50:                   float64(r.RunJob.Serial.P50Ns) / float64(r.ARCP.Serial.P50Ns+r.Noop.Serial.P50Ns),
 		Throughput:            r.RunJob.Concurrent.CallsPerSec / r.ARCP.Concurrent.CallsPerSec,
 		ThroughputAlternating: r.Alternating.RunJob.CallsPerSec / r.Alternating.ARCP.CallsPerSec,
+		Floor:                 r.Alternating.Proxy.CallsPerSec / r.Alternating.ARCP.CallsPerSec,
+		ToFloor:               r.Alternating.RunJob.CallsPerSec / r.Alternating.Proxy.CallsPerSec,
 		Status:                r.Status.Concurrent.CallsPerSec / r.Noop.Concurrent.CallsPerSec,
 		Scale:                 float64(r.Scale.P50ManyNs) / float64(r.Scale.P50OneNs),
 		ScaleInProcess:        float64(r.ScaleInProcess.P50ManyNs) / float64(r.ScaleInProcess.P50OneNs),
@@ -286,6 +294,7 @@ func writeTable(w io.Writer, r *report) error {
 		fmt.Sprintf("3a ALTERNATING, %.2fs SLICES, c=%d", a.SliceSeconds, c.Concurrency) + sideCols,
 		side("1 ARCP direct echo", a.ARCP),
 		side("3 gateway RunJob(echo)", a.RunJob),
+		side("bare proxy (the floor)", a.Proxy),
 	})
 	blocks = append(blocks, []string{
 		fmt.Sprintf("3b HELD TO %.0f CALLS/S, c=%d", r.Held.PerSec, c.Concurrency) + sideCols,
@@ -323,6 +332,8 @@ func writeTable(w io.Writer, r *report) error {
 		fmt.Sprintf("throughput: 3 ÷ 1 at %d\t%.3f", c.Concurrency, q.Throughput),
 		fmt.Sprintf("status: 4 ÷ 2 at %d\t%.3f", c.Concurrency, q.Status),
 		fmt.Sprintf("(alternating, section 3a) throughput: 3 ÷ 1 at %d\t%.3f", c.Concurrency, q.ThroughputAlternating),
+		fmt.Sprintf("(alternating, section 3a) the floor: bare proxy ÷ 1 at %d\t%.3f", c.Concurrency, q.Floor),
+		fmt.Sprintf("(alternating, section 3a) to the floor: 3 ÷ bare proxy at %d\t%.3f", c.Concurrency, q.ToFloor),
 		fmt.Sprintf("scale: 6 at %d ÷ 6 at 1 (p50)\t%.3f", r.Scale.LiveSessions, q.Scale),
 		fmt.Sprintf("(in process, one after the other) scale: 6 at %d ÷ 6 at 1\t%.3f", r.ScaleInProcess.LiveSessions, q.ScaleInProcess),
 		fmt.Sprintf("(the difference) 6 at %d − 6 at 1 (p50), interleaved / in process\t%s / %s", r.Scale.LiveSessions,

@@ -119,7 +119,12 @@
 // gateway children are not profiled). -memprofile writes a heap profile
 // with the most idle sessions open, recording every allocation made while
 // they were opened (runtime.MemProfileRate 1 during section 5; the memory
-// figures do not depend on it). The exit status is 0 even when a target is
+// figures do not depend on it). -point-profiles profiles single
+// concurrent points instead, their measured calls only, so that a
+// profile's samples divided by the calls the progress line names are CPU
+// per call: the direct client (1), RunJob (3) and the bare proxy (the
+// floor, alternate.go), which it measures as a point of its own after 3
+// for this. The exit status is 0 even when a target is
 // missed, unless -check; it is 1 when the run fails and 2 for bad flags.
 package main
 
@@ -228,11 +233,15 @@ type config struct {
 	// negative: grpc-go's dynamic window and its bandwidth probe).
 	ClientWindowBytes int32
 	CPUProfile        string
-	MemProfile        string
-	Trace             string    // prefix of the execution traces of the interleaved serial sets ("" = none)
-	RuntimeCmd        []string  // the runtime child's command line
-	Progress          io.Writer // progress lines; nil discards them
-	GatewayLog        io.Writer // the gateway's log; nil discards it
+	// PointProfiles is the prefix of the CPU profiles of single
+	// concurrent points ("" = none): sections 1 and 3 and the bare proxy
+	// measured as a point of its own after 3 (pointProfile).
+	PointProfiles string
+	MemProfile    string
+	Trace         string    // prefix of the execution traces of the interleaved serial sets ("" = none)
+	RuntimeCmd    []string  // the runtime child's command line
+	Progress      io.Writer // progress lines; nil discards them
+	GatewayLog    io.Writer // the gateway's log; nil discards it
 }
 
 // settleWarmup is the least time an interleaved serial set warms up (past
@@ -305,6 +314,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.BoolVar(&procsTuner, "procs-tuner", true, "run this process's GOMAXPROCS as cmd/gateway's --procs-tuner does (one P while no goroutine waits for one); false: Go's default")
 	fs.IntVar(&clientWindow, "client-window-bytes", 0, "the callers' HTTP/2 flow-control window, for every gRPC service measured, as the Go client's WithWindowBytes takes it (0: its default, a fixed 1 MiB; -1: grpc-go's dynamic window, whose bandwidth probe sends a PING per call at concurrency 1)")
 	fs.StringVar(&o.cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the gateway's concurrent points, sections 5 and 9a, and section 6's in-process figure to `file`")
+	fs.StringVar(&o.cfg.PointProfiles, "point-profiles", "", "write a CPU profile of each of three concurrent points, the measured calls only: section 1's to `prefix`-1-direct.pprof, 3's to prefix-3-runjob.pprof, and the bare proxy's, measured as a point of its own after 3, to prefix-floor-proxy.pprof (not with -cpuprofile)")
 	fs.StringVar(&o.cfg.MemProfile, "memprofile", "", "write a heap profile with the most sessions open to `file`")
 	fs.StringVar(&o.cfg.Trace, "trace", "", "write execution traces of the interleaved serial sets to `prefix`-serial.trace (1-3) and prefix-9a.trace, for go tool trace")
 	if err := fs.Parse(args); err != nil {
@@ -320,12 +330,15 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
+	if o.cfg.CPUProfile != "" && o.cfg.PointProfiles != "" {
+		return nil, errors.New("-cpuprofile and -point-profiles cannot be used together: a process has one CPU profile at a time")
+	}
 	mode := "full"
 	if short {
 		mode = "short"
 	}
 	c := modeConfig(mode)
-	c.CPUProfile, c.MemProfile, c.Trace = o.cfg.CPUProfile, o.cfg.MemProfile, o.cfg.Trace
+	c.CPUProfile, c.PointProfiles, c.MemProfile, c.Trace = o.cfg.CPUProfile, o.cfg.PointProfiles, o.cfg.MemProfile, o.cfg.Trace
 	c.GCMinHeapMiB = gcMin
 	c.ProcsTuner = procsTuner
 	if clientWindow < math.MinInt32 || clientWindow > math.MaxInt32 {

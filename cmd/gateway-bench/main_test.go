@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -49,6 +51,7 @@ func TestSmoke(t *testing.T) {
 	cfg.RuntimeCmd = []string{exe, serveRuntimeArg}
 	var progress bytes.Buffer
 	cfg.Progress = &progress
+	cfg.PointProfiles = filepath.Join(t.TempDir(), "point")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	rep, err := run(ctx, cfg)
@@ -64,6 +67,7 @@ func TestSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	j := jsonDoc{t: t, doc: doc}
+	checkPointProfiles(t, cfg.PointProfiles, progress.String())
 
 	for _, svc := range []string{"arcp_direct", "grpc_noop", "gateway_run_job"} {
 		for _, pt := range []string{"serial", "concurrent"} {
@@ -76,7 +80,7 @@ func TestSmoke(t *testing.T) {
 	// is there too, but /proc counts it in 10 ms ticks, which a smoke
 	// point's few calls may not fill.)
 	for _, pt := range []string{"arcp_direct.concurrent", "gateway_run_job.concurrent", "alternating.arcp_direct",
-		"alternating.gateway_run_job", "same_rate.arcp_direct", "same_rate.gateway_run_job"} {
+		"alternating.gateway_run_job", "alternating.bare_proxy", "same_rate.arcp_direct", "same_rate.gateway_run_job"} {
 		j.positive(pt, "syscalls_per_call", "runtime_syscalls_per_call", "switches_per_call", "runtime_switches_per_call")
 		if all, rt := j.num(pt+".syscalls_per_call"), j.num(pt+".runtime_syscalls_per_call"); rt >= all {
 			t.Errorf("%s: %v syscalls per call of which the runtime child's %v: want its part smaller", pt, all, rt)
@@ -404,6 +408,38 @@ func TestSummarize(t *testing.T) {
 // TestClientWindowFlag: -client-window-bytes reaches the run's config (0,
 // the Go client's fixed default, unless given), and a value beyond int32 is
 // refused instead of wrapping.
+// checkPointProfiles: -point-profiles wrote a gzipped profile for each of
+// its three points, and the progress names the calls each one covers.
+func checkPointProfiles(t *testing.T, prefix, progress string) {
+	t.Helper()
+	for _, p := range []struct{ file, point string }{
+		{"1-direct", "1 ARCP direct echo"}, {"3-runjob", "3 gateway RunJob(echo)"}, {"floor-proxy", "bare proxy (profiled)"},
+	} {
+		path := prefix + "-" + p.file + ".pprof"
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Errorf("-point-profiles: %v", err)
+			continue
+		}
+		if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+			t.Errorf("%s is not a gzipped pprof profile (%d bytes)", path, len(b))
+		}
+		if !regexp.MustCompile(regexp.QuoteMeta(p.point) + `: CPU profile of [1-9][0-9]* calls in [0-9.]+s written to ` + regexp.QuoteMeta(path)).MatchString(progress) {
+			t.Errorf("the progress does not name %s's profile and its calls", p.point)
+		}
+	}
+}
+
+func TestPointProfilesFlag(t *testing.T) {
+	f, err := parseFlags([]string{"-point-profiles", "/tmp/x"}, io.Discard)
+	if err != nil || f.cfg.PointProfiles != "/tmp/x" {
+		t.Fatalf("parseFlags(-point-profiles /tmp/x) = %+v, %v", f, err)
+	}
+	if _, err := parseFlags([]string{"-point-profiles", "/tmp/x", "-cpuprofile", "/tmp/y"}, io.Discard); err == nil || !strings.Contains(err.Error(), "cannot be used together") {
+		t.Fatalf("-point-profiles with -cpuprofile: error %v, want one saying they cannot be used together", err)
+	}
+}
+
 func TestClientWindowFlag(t *testing.T) {
 	for _, tc := range []struct {
 		args    []string

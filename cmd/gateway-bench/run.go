@@ -241,6 +241,7 @@ type pointSpec struct {
 	serial          bool // bounded by cfg.Serial (a count), else cfg.Point
 	conns, sessions int  // reported with the point
 	work            workload
+	profile         string // CPU profile of the measured calls, each attempt's in turn ("" = none)
 }
 
 // measure measures one point: each attempt prepares its workload, warms up
@@ -364,12 +365,20 @@ func (b *bench) attempt(ctx context.Context, s pointSpec, warm, bnd bounds) (pt 
 	if _, err := runPoint(ctx, calls, warm); err != nil {
 		return pt, fmt.Errorf("warm-up: %w", err)
 	}
+	stopProfile, err := startCPUProfile(s.profile)
+	if err != nil {
+		return pt, err
+	}
 	before, after, wall, err := b.sampled(func() (err error) {
 		pt, err = runPoint(ctx, calls, bnd)
 		return err
 	})
+	stopProfile()
 	if err != nil {
 		return pt, err
+	}
+	if s.profile != "" {
+		b.progress("%s: CPU profile of %d calls in %.2fs written to %s", s.name, pt.Calls, wall.Seconds(), s.profile)
 	}
 	pt.OtherCPU = otherCPU(before, after, wall)
 	before.to(after).setPerCall(&pt)
@@ -384,6 +393,15 @@ func (b *bench) sampled(run func() error) (before, after cpuSample, wall time.Du
 	before, start := sampleCPU(pids...), time.Now()
 	err = run()
 	return before, sampleCPU(pids...), time.Since(start), err
+}
+
+// pointProfile is the path of the named point's CPU profile under
+// -point-profiles, "" without it.
+func (b *bench) pointProfile(name string) string {
+	if b.cfg.PointProfiles == "" {
+		return ""
+	}
+	return b.cfg.PointProfiles + "-" + name + ".pprof"
 }
 
 // startCPUProfile starts profiling to path ("" = none) and returns an

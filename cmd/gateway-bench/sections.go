@@ -59,7 +59,7 @@ func (b *bench) arcpDirect(ctx context.Context) (r serviceResult, err error) {
 		return r, err
 	}
 	defer closeDirect()
-	r.Concurrent, err = b.measure(ctx, pointSpec{name: "1 ARCP direct echo", conns: len(calls), work: reuse(calls)})
+	r.Concurrent, err = b.measure(ctx, pointSpec{name: "1 ARCP direct echo", conns: len(calls), work: reuse(calls), profile: b.pointProfile("1-direct")})
 	return r, err
 }
 
@@ -114,13 +114,34 @@ func (b *bench) gatewayCalls(ctx context.Context, rep *report) (err error) {
 	if rep.Status.Concurrent, err = b.measure(ctx, pointSpec{name: "4 gateway GetSessionStatus", conns: conns, sessions: n, work: reuse(probes)}); err != nil {
 		return err
 	}
-	if rep.RunJob.Concurrent, err = b.measure(ctx, pointSpec{name: "3 gateway RunJob(echo)", conns: conns, sessions: n, work: reuse(runs)}); err != nil {
+	if rep.RunJob.Concurrent, err = b.measure(ctx, pointSpec{name: "3 gateway RunJob(echo)", conns: conns, sessions: n, work: reuse(runs), profile: b.pointProfile("3-runjob")}); err != nil {
+		return err
+	}
+	if err := b.profileFloor(ctx, conns); err != nil {
 		return err
 	}
 	if rep.Alternating, err = b.alternatePoints(ctx, runs, conns, n); err != nil {
 		return err
 	}
 	rep.Held, err = b.heldPoints(ctx, runs, conns, n, rep.RunJob.Concurrent.CallsPerSec)
+	return err
+}
+
+// profileFloor measures the bare proxy as a concurrent point of its own,
+// under -point-profiles only, for its CPU profile: in section 3a, where its
+// figures come from, it takes turns with the other sides and cannot be
+// profiled alone. The point is not reported; its progress line is.
+func (b *bench) profileFloor(ctx context.Context, conns int) (err error) {
+	path := b.pointProfile("floor-proxy")
+	if path == "" {
+		return nil
+	}
+	calls, stop, err := startProxyCallers(ctx, b.rt.url, b.cfg.Concurrency, conns, b.cfg.ClientWindowBytes)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, stop()) }()
+	_, err = b.measure(ctx, pointSpec{name: "bare proxy (profiled)", conns: conns, work: reuse(calls), profile: path})
 	return err
 }
 

@@ -30,12 +30,18 @@
 //     same concurrency, one session per worker, beside the no-op's
 //     throughput. It runs before 3's concurrent point, so that it does not
 //     carry the jobs that point leaves retained (sections.go says why).
+//     4a. Alternating: section 4's probes and section 2's no-op callers
+//     taking turns in slices as in 3a, right after 4. Its ratio, probe ÷
+//     no-op calls/s, is the status target's figure; that of 2's and 4's
+//     points, one after the other, is shown beside it.
 //     3a. Alternating: section 3's RunJob callers and the direct ARCP
 //     client (on fresh connections, one per worker) at the same
 //     concurrency, taking turns in slices of 250 ms until each has run the
 //     point's duration, so that both sides run in the same stretch of the
 //     machine's speed (alternate.go says why). Its ratio, RunJob ÷ direct
-//     calls/s, is shown beside the throughput ratio, not a target. A third
+//     calls/s, is the throughput target's figure; the ratio of 1's and
+//     3's concurrent points, measured one after the other, is shown
+//     beside it. A third
 //     side takes its turns with them: the bare proxy (proxy.go), a bare
 //     grpc.Server whose handler runs the echo job on a direct ARCP
 //     connection and nothing else, the floor of any gateway of grpc-go and

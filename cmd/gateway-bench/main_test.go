@@ -101,7 +101,11 @@ func TestSmoke(t *testing.T) {
 	j.positive("alternating.arcp_direct", "calls", "seconds", "calls_per_sec", "p50_ns", "concurrency", "conns")
 	j.positive("alternating.gateway_run_job", "calls", "seconds", "calls_per_sec", "p50_ns", "concurrency", "conns", "sessions")
 	j.positive("alternating.bare_proxy", "calls", "seconds", "calls_per_sec", "p50_ns", "concurrency", "conns")
-	j.positive("ratios", "floor", "to_floor")
+	j.positive("ratios", "floor", "to_floor", "throughput_sequential", "status_sequential")
+	// 4a: the status ratio's sides slice by slice.
+	j.positive("status_alternating", "slice_seconds", "slices")
+	j.positive("status_alternating.grpc_noop", "calls", "seconds", "calls_per_sec", "p50_ns", "concurrency", "conns", "syscalls_per_call")
+	j.positive("status_alternating.gateway_status", "calls", "seconds", "calls_per_sec", "p50_ns", "concurrency", "conns", "sessions", "syscalls_per_call")
 	j.positive("gateway_status.concurrent", "calls", "seconds", "calls_per_sec", "p50_ns", "p99_ns", "sessions")
 	// 6: on two gateway children, interleaved; and in this process.
 	for _, sc := range []string{"scale", "scale_in_process"} {
@@ -170,11 +174,14 @@ func TestSmoke(t *testing.T) {
 	want := map[string]float64{
 		"p50": j.num("gateway_run_job.serial.p50_ns") /
 			(j.num("arcp_direct.serial.p50_ns") + j.num("grpc_noop.serial.p50_ns")),
-		"throughput":             j.num("gateway_run_job.concurrent.calls_per_sec") / j.num("arcp_direct.concurrent.calls_per_sec"),
-		"status":                 j.num("gateway_status.concurrent.calls_per_sec") / j.num("grpc_noop.concurrent.calls_per_sec"),
-		"scale":                  j.num("scale.p50_many_sessions_ns") / j.num("scale.p50_one_session_ns"),
-		"scale_in_process":       j.num("scale_in_process.p50_many_sessions_ns") / j.num("scale_in_process.p50_one_session_ns"),
-		"throughput_alternating": j.num("alternating.gateway_run_job.calls_per_sec") / j.num("alternating.arcp_direct.calls_per_sec"),
+		"throughput":            j.num("alternating.gateway_run_job.calls_per_sec") / j.num("alternating.arcp_direct.calls_per_sec"),
+		"status":                j.num("status_alternating.gateway_status.calls_per_sec") / j.num("status_alternating.grpc_noop.calls_per_sec"),
+		"throughput_sequential": j.num("gateway_run_job.concurrent.calls_per_sec") / j.num("arcp_direct.concurrent.calls_per_sec"),
+		"status_sequential":     j.num("gateway_status.concurrent.calls_per_sec") / j.num("grpc_noop.concurrent.calls_per_sec"),
+		"floor":                 j.num("alternating.bare_proxy.calls_per_sec") / j.num("alternating.arcp_direct.calls_per_sec"),
+		"to_floor":              j.num("alternating.gateway_run_job.calls_per_sec") / j.num("alternating.bare_proxy.calls_per_sec"),
+		"scale":                 j.num("scale.p50_many_sessions_ns") / j.num("scale.p50_one_session_ns"),
+		"scale_in_process":      j.num("scale_in_process.p50_many_sessions_ns") / j.num("scale_in_process.p50_one_session_ns"),
 	}
 	for name, w := range want {
 		if got := j.num("ratios." + name); got != w || !(got > 0) {
@@ -184,8 +191,8 @@ func TestSmoke(t *testing.T) {
 
 	// The CPU-based ratios, when /proc gave CPU times.
 	for name, pair := range map[string][2]string{
-		"throughput": {"arcp_direct.concurrent", "gateway_run_job.concurrent"},
-		"status":     {"grpc_noop.concurrent", "gateway_status.concurrent"},
+		"throughput": {"alternating.arcp_direct", "alternating.gateway_run_job"},
+		"status":     {"status_alternating.grpc_noop", "status_alternating.gateway_status"},
 		"same_rate":  {"same_rate.arcp_direct", "same_rate.gateway_run_job"},
 	} {
 		num, den := j.num(pair[0]+".cpu_ns_per_call"), j.num(pair[1]+".cpu_ns_per_call")

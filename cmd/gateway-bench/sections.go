@@ -70,11 +70,17 @@ func (b *bench) arcpDirect(ctx context.Context) (r serviceResult, err error) {
 // 82,000 to 111,000 calls/s (16.7 to 22.7 µs of CPU per call) from run to
 // run, and 110,000 to 116,000 measured again later in the same runs.
 func (b *bench) noopConcurrent(ctx context.Context) (point, error) {
+	return b.measure(ctx, pointSpec{name: "2 gRPC no-op", conns: len(b.noopConns), work: reuse(b.noopCallers())})
+}
+
+// noopCallers is one no-op caller per worker, spread over the no-op's
+// connections.
+func (b *bench) noopCallers() []callFunc {
 	calls := make([]callFunc, b.cfg.Concurrency)
 	for w := range calls {
 		calls[w] = noopCaller(b.noopConns[w%len(b.noopConns)])
 	}
-	return b.measure(ctx, pointSpec{name: "2 gRPC no-op", conns: len(b.noopConns), work: reuse(calls)})
+	return calls
 }
 
 // gatewayCalls is the concurrent points of sections 3 and 4 (the probe's,
@@ -112,6 +118,9 @@ func (b *bench) gatewayCalls(ctx context.Context, rep *report) (err error) {
 		return err
 	}
 	if rep.Status.Concurrent, err = b.measure(ctx, pointSpec{name: "4 gateway GetSessionStatus", conns: conns, sessions: n, work: reuse(probes)}); err != nil {
+		return err
+	}
+	if rep.StatusAlternating, err = b.statusAlternatePoints(ctx, b.noopCallers(), probes, conns, n); err != nil {
 		return err
 	}
 	if rep.RunJob.Concurrent, err = b.measure(ctx, pointSpec{name: "3 gateway RunJob(echo)", conns: conns, sessions: n, work: reuse(runs), profile: b.pointProfile("3-runjob")}); err != nil {

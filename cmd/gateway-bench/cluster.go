@@ -416,7 +416,9 @@ func rollingFigures(ctx context.Context, c *clustertest.Cluster, gws []sessionga
 				mu.Lock()
 				failed[status.Code(err).String()]++
 				why[failReason(err)]++
-				if status.Code(err) == codes.NotFound {
+				// NOT_FOUND, or SESSION_LOST's "open a new session":
+				// either way the caller has lost the session.
+				if status.Code(err) == codes.NotFound || failReason(err) == "Unavailable SESSION_LOST" {
 					lost[sid] = true
 				}
 				mu.Unlock()

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
@@ -321,6 +322,16 @@ func TestClusterOwnerKilledMidStream(t *testing.T) {
 	}
 }
 
+// errorReason is the reason of err's ErrorInfo detail, "" without one.
+func errorReason(err error) string {
+	for _, d := range status.Convert(err).Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			return info.GetReason()
+		}
+	}
+	return ""
+}
+
 // TestClusterRollingRestart: every replica in turn gets SIGTERM and is
 // started again while callers run jobs on sessions opened across the
 // cluster through all replicas; no session is lost.
@@ -349,7 +360,7 @@ func TestClusterRollingRestart(t *testing.T) {
 					sample.LoadOrStore(status.Code(err).String(), status.Convert(err).Message())
 					v, _ := failures.LoadOrStore(status.Code(err).String(), new(atomic.Int64))
 					v.(*atomic.Int64).Add(1)
-					if status.Code(err) == codes.NotFound {
+					if status.Code(err) == codes.NotFound || errorReason(err) == "SESSION_LOST" {
 						t.Errorf("session %s lost: %v", sid, err)
 						return
 					}

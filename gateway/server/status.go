@@ -153,6 +153,9 @@ func exceededStatus(e *budget.ExceededError) error {
 // name would be mistaken for a gateway-wide budget.
 var upstreamCapNames = map[string]string{"live_jobs": "live_jobs_per_session"}
 
+// handedOffMessage is SESSION_HANDED_OFF's message.
+const handedOffMessage = "this replica handed the session to another (draining, or the session was taken over): retry; WatchJob from your last event_seq"
+
 // toStatus is the one place where errors of the inner packages become gRPC
 // statuses. Errors that already carry a status pass through. Anything not
 // recognised is logged and reported as Internal without its text.
@@ -182,6 +185,11 @@ func toStatus(log *slog.Logger, err error) error {
 		return status.Error(codes.DeadlineExceeded, "deadline exceeded")
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, "call cancelled")
+	case errors.Is(err, upstream.ErrDetached):
+		// Before sessLost: a session whose connection was detached (handed
+		// off while draining, or fenced) is found so by Acquire, which
+		// reports it as lost, but it lives on another replica.
+		return gatewayStatus(codes.Unavailable, "SESSION_HANDED_OFF", handedOffMessage, nil)
 	case errors.As(err, &sessLost):
 		if errors.As(err, &lost) {
 			return arcpStatus(lost.Code, "session lost: the upstream runtime session could not be resumed ("+lost.Code+"); open a new session", true, nil)
@@ -223,9 +231,6 @@ func toStatus(log *slog.Logger, err error) error {
 			"the job ended but its result was not collected before the retained-bytes budget or the session's buffer needed the room: collect results promptly (RunJob, WatchJob) or raise --max-retained-bytes-per-caller", nil)
 	case errors.Is(err, upstream.ErrFeatureNotNegotiated):
 		return gatewayStatus(codes.FailedPrecondition, "FEATURE_NOT_NEGOTIATED", "the runtime did not negotiate the feature this call needs", nil)
-	case errors.Is(err, upstream.ErrDetached):
-		return gatewayStatus(codes.Unavailable, "SESSION_HANDED_OFF",
-			"this replica handed the session to another (draining, or the session was taken over): retry; WatchJob from your last event_seq", nil)
 	case errors.Is(err, directory.ErrUnavailable):
 		return gatewayStatus(codes.Unavailable, "DIRECTORY_UNAVAILABLE", "the cluster directory cannot be reached: "+err.Error(), nil)
 	case errors.Is(err, upstream.ErrClosed):

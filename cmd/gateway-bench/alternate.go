@@ -53,19 +53,7 @@ func (b *bench) alternatePoints(ctx context.Context, runs []callFunc, conns, ses
 		return r, err
 	}
 	defer func() { err = errors.Join(err, stopProxy()) }()
-	pts, err := quietest(func() ([]point, float64, error) {
-		p, err := b.alternate(ctx, [][]callFunc{direct, runs, proxied}, altSlice)
-		if err != nil {
-			return p, 0, fmt.Errorf("3a alternating: %w", err)
-		}
-		rates := make([]string, len(p))
-		for i, pt := range p {
-			rates[i] = strconv.FormatFloat(pt.CallsPerSec, 'f', 0, 64) + " (CPU/call " + us(pt.CPUNsPerCall) + ", runtime " + us(pt.RuntimeCPUNsPerCall) + "; " + callCountsText(pt) + ")"
-		}
-		b.progress("%-30s c=%-3d calls/s %s, slices of %v (other CPU %.0f%%)",
-			"3a ARCP direct / RunJob / proxy", b.cfg.Concurrency, strings.Join(rates, " / "), altSlice, 100*p[0].OtherCPU)
-		return p, p[0].OtherCPU, nil
-	})
+	pts, err := b.alternateSet(ctx, "3a ARCP direct / RunJob / proxy", direct, runs, proxied)
 	if err != nil {
 		return r, err
 	}
@@ -92,16 +80,7 @@ type statusAlternation struct {
 // the other, each side took in its own stretch of the machine's speed: the
 // no-op's calls/s ranged from 46,700 to 64,300 over five runs of one build.
 func (b *bench) statusAlternatePoints(ctx context.Context, noops, probes []callFunc, conns, sessions int) (r statusAlternation, err error) {
-	pts, err := quietest(func() ([]point, float64, error) {
-		p, err := b.alternate(ctx, [][]callFunc{noops, probes}, altSlice)
-		if err != nil {
-			return p, 0, fmt.Errorf("4a alternating: %w", err)
-		}
-		b.progress("%-30s c=%-3d calls/s %.0f (CPU/call %s; %s) / %.0f (CPU/call %s; %s), slices of %v (other CPU %.0f%%)",
-			"4a no-op / GetSessionStatus", b.cfg.Concurrency, p[0].CallsPerSec, us(p[0].CPUNsPerCall), callCountsText(p[0]),
-			p[1].CallsPerSec, us(p[1].CPUNsPerCall), callCountsText(p[1]), altSlice, 100*p[0].OtherCPU)
-		return p, p[0].OtherCPU, nil
-	})
+	pts, err := b.alternateSet(ctx, "4a no-op / GetSessionStatus", noops, probes)
 	if err != nil {
 		return r, err
 	}
@@ -111,6 +90,29 @@ func (b *bench) statusAlternatePoints(ctx context.Context, noops, probes []callF
 	r.SliceSeconds = altSlice.Seconds()
 	r.Slices = altRounds(b.cfg.Point.duration, altSlice)
 	return r, nil
+}
+
+// alternateSet measures sides alternating slice by slice (alternate), with
+// measure's retries of a disturbed attempt (quietest), and prints one
+// progress line for the set, named name.
+func (b *bench) alternateSet(ctx context.Context, name string, sides ...[]callFunc) ([]point, error) {
+	return quietest(func() ([]point, float64, error) {
+		p, err := b.alternate(ctx, sides, altSlice)
+		if err != nil {
+			return p, 0, fmt.Errorf("%s: %w", name, err)
+		}
+		rates := make([]string, len(p))
+		for i, pt := range p {
+			cpu := "CPU/call " + us(pt.CPUNsPerCall)
+			if pt.RuntimeCPUNsPerCall > 0 {
+				cpu += ", runtime " + us(pt.RuntimeCPUNsPerCall)
+			}
+			rates[i] = strconv.FormatFloat(pt.CallsPerSec, 'f', 0, 64) + " (" + cpu + "; " + callCountsText(pt) + ")"
+		}
+		b.progress("%-30s c=%-3d calls/s %s, slices of %v (other CPU %.0f%%)",
+			name, b.cfg.Concurrency, strings.Join(rates, " / "), altSlice, 100*p[0].OtherCPU)
+		return p, p[0].OtherCPU, nil
+	})
 }
 
 // alternate runs concurrent points over the same stretch of time: sides[0]'s

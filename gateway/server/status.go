@@ -153,9 +153,6 @@ func exceededStatus(e *budget.ExceededError) error {
 // name would be mistaken for a gateway-wide budget.
 var upstreamCapNames = map[string]string{"live_jobs": "live_jobs_per_session"}
 
-// handedOffMessage is SESSION_HANDED_OFF's message.
-const handedOffMessage = "this replica handed the session to another (draining, or the session was taken over): retry; WatchJob from your last event_seq"
-
 // toStatus is the one place where errors of the inner packages become gRPC
 // statuses. Errors that already carry a status pass through. Anything not
 // recognised is logged and reported as Internal without its text.
@@ -189,7 +186,8 @@ func toStatus(log *slog.Logger, err error) error {
 		// Before sessLost: a session whose connection was detached (handed
 		// off while draining, or fenced) is found so by Acquire, which
 		// reports it as lost, but it lives on another replica.
-		return gatewayStatus(codes.Unavailable, "SESSION_HANDED_OFF", handedOffMessage, nil)
+		return gatewayStatus(codes.Unavailable, "SESSION_HANDED_OFF",
+			"this replica handed the session to another (draining, or the session was taken over): retry; WatchJob from your last event_seq", nil)
 	case errors.As(err, &sessLost):
 		if errors.As(err, &lost) {
 			return arcpStatus(lost.Code, "session lost: the upstream runtime session could not be resumed ("+lost.Code+"); open a new session", true, nil)

@@ -70,7 +70,7 @@ const (
 const (
 	ModeHeartbeatMilli Mode = "heartbeat-0.001" // heartbeat_interval_sec: 0.001
 	ModeHeartbeatZero  Mode = "heartbeat-0"     // heartbeat_interval_sec: 0
-	ModeHeartbeatHuge  Mode = "heartbeat-huge"  // heartbeat_interval_sec: 1e12
+	ModeHeartbeatHuge  Mode = "heartbeat-huge"  // heartbeat_interval_sec: 1000000000000
 )
 
 // Frames and floods.

@@ -207,7 +207,7 @@ func (se *session) welcome() []byte {
 		p["heartbeat_interval_sec"] = json.RawMessage("0")
 		features = append(features, arcp.FeatureHeartbeat)
 	case ModeHeartbeatHuge:
-		p["heartbeat_interval_sec"] = json.RawMessage("1e12")
+		p["heartbeat_interval_sec"] = json.RawMessage("1000000000000")
 		features = append(features, arcp.FeatureHeartbeat)
 	}
 	p["capabilities"] = map[string]any{"encodings": []string{"json"}, "features": features,

@@ -26,8 +26,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/sessiongate/sessiongate/gateway/arcptest/hostile"
 	"github.com/sessiongate/sessiongate/gateway/arcpruntime"
+	"github.com/sessiongate/sessiongate/gateway/arcptest/hostile"
 	sessiongatev1 "github.com/sessiongate/sessiongate/gen/sessiongate/v1"
 )
 

@@ -364,7 +364,10 @@ func (se *session) flushLocked() {
 // answerLocked answers submits in the order given: the mode's stray
 // error, then every accept, then each job's script.
 func (se *session) answerLocked(ps []*pending) {
-	if se.mode == ModeStray || se.mode == ModeStrayTraced {
+	// The stray error goes before batches only: before a lone submit
+	// (the warm-up) it would be indistinguishable from a positional
+	// rejection of that submit, which some runtimes send (draft §13.8).
+	if (se.mode == ModeStray || se.mode == ModeStrayTraced) && ps[0].in.Batch > 1 {
 		stray := fmt.Sprintf("job-stray-%d", se.srv.jobN.Add(1))
 		se.srv.count(se.mode, func(st *Stats) { st.Strays++ })
 		se.seqLocked(func(seq uint64) []byte {
@@ -448,8 +451,8 @@ func (se *session) resultLocked(job, token string, padTo int) {
 				"payload": map[string]any{"final_status": arcp.StatusSuccess, "result": Result{Token: token, JobID: job, Pad: pad}}})
 		}
 		data := build("")
-		if padTo > len(data) {
-			data = build(strings.Repeat("x", padTo-len(data)))
+		if one := build("x"); padTo >= len(one) {
+			data = build(strings.Repeat("x", padTo-len(one)+1)) // the pad adds exactly its length
 		}
 		return data
 	})

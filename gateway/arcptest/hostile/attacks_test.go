@@ -328,14 +328,31 @@ func TestFrameCap(t *testing.T) {
 
 // TestFloodDoesNotEvictWaitingResult: a RunJob waits for its result while
 // another job of the session floods more events than the session holds
-// (12,000 > 10,000). The waiting caller gets its own result whether it
-// comes before the flood or after it; the flooding job's watcher, which
-// reads nothing meanwhile, is the one shed (SLOW_CONSUMER or CAP_EXCEEDED
-// naming that job) — or, if it kept up, gets every event in order.
+// (10,000 events, 16 MiB). The waiting caller gets its own result whether it
+// comes before, amid or after the flood, with the flooding job watched or
+// not. A watcher of the flooding job that reads nothing meanwhile is the
+// one shed (SLOW_CONSUMER or CAP_EXCEEDED naming that job) or, if it kept
+// up, gets every event in order and the job's own result.
 func TestFloodDoesNotEvictWaitingResult(t *testing.T) {
 	s := getSuite(t)
-	for _, release := range []string{"after", "before"} {
-		t.Run("result-"+release+"-flood", func(t *testing.T) {
+	for _, v := range []struct {
+		name      string
+		release   string
+		releaseAt int
+		flood     int
+		size      int
+		watch     bool
+	}{
+		{"result-after-flood", "after", 0, 12000, 200, true},
+		{"result-before-flood", "before", 0, 12000, 200, true},
+		// The session's buffer is full (by count, by bytes) when the
+		// result comes.
+		{"result-amid-flood", "", 15000, 20000, 200, true},
+		{"result-amid-flood-unwatched", "", 15000, 20000, 200, false},
+		{"result-amid-large-flood-unwatched", "", 300, 400, 64 << 10, false},
+		{"result-after-flood-unwatched", "after", 0, 12000, 200, false},
+	} {
+		t.Run(v.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := testCtx(t, 60*time.Second)
 			sid := s.open(t, ctx, hostile.ModeFlood)
@@ -343,69 +360,79 @@ func TestFloodDoesNotEvictWaitingResult(t *testing.T) {
 			type res struct {
 				resp *sessiongatev1.RunJobResponse
 				err  error
+				took time.Duration
 			}
 			done := make(chan res, 1)
 			go func() {
-				resp, err, _ := s.timedRun(ctx, sid, hostile.Input{Token: wTok, Park: true}, 40*time.Second)
-				done <- res{resp, err}
+				resp, err, took := s.timedRun(ctx, sid, hostile.Input{Token: wTok, Park: true}, 40*time.Second)
+				done <- res{resp, err, took}
 			}()
 			if err := s.hs.Seen(ctx, wTok); err != nil {
 				t.Fatal(err)
 			}
 			fTok := newToken("flood")
 			sub, err := s.cli.SubmitJob(ctx, &sessiongatev1.SubmitJobRequest{SessionId: sid, Agent: "echo",
-				Input: inputValue(hostile.Input{Token: fTok, Flood: 12000, EventBytes: 200, Release: release})})
+				Input: inputValue(hostile.Input{Token: fTok, Flood: v.flood, EventBytes: v.size, Release: v.release, ReleaseAt: v.releaseAt})})
 			if err != nil {
 				t.Fatalf("SubmitJob (flood): %v", describe(err))
 			}
 			if err := s.ownJob(sub.GetJobId(), fTok); err != nil {
 				t.Fatal(err)
 			}
-			wctx, stopWatch := context.WithCancel(ctx)
-			defer stopWatch()
-			watch, err := s.cli.WatchJob(wctx, &sessiongatev1.WatchJobRequest{SessionId: sid, JobId: sub.GetJobId()})
-			if err != nil {
-				t.Fatalf("WatchJob: %v", err)
+			var watch sessiongatev1.SessionGateway_WatchJobClient
+			if v.watch {
+				wctx, stopWatch := context.WithCancel(ctx)
+				defer stopWatch()
+				if watch, err = s.cli.WatchJob(wctx, &sessiongatev1.WatchJobRequest{SessionId: sid, JobId: sub.GetJobId()}); err != nil {
+					t.Fatalf("WatchJob: %v", err)
+				}
 			}
 			r := <-done
 			if r.err != nil {
-				t.Fatalf("the waiting RunJob failed while another job flooded: %v", describe(r.err))
+				t.Fatalf("after %v the waiting RunJob failed while another job (%s) flooded: %v", r.took, sub.GetJobId(), describe(r.err))
 			}
 			if err := s.own(r.resp, wTok); err != nil {
 				t.Fatal(err)
 			}
-			// Now read the flooding job's stream to its end.
-			var last uint64
-			for {
-				item, err := watch.Recv()
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				if err != nil {
-					ce := describe(err)
-					if ce.code != codes.ResourceExhausted || (ce.reason != "SLOW_CONSUMER" && ce.reason != "CAP_EXCEEDED") {
-						t.Fatalf("the flooding job's watcher ended with %v, want RESOURCE_EXHAUSTED SLOW_CONSUMER or CAP_EXCEEDED", ce)
-					}
-					if !ce.mentions(sub.GetJobId()) {
-						t.Errorf("the flooding job's watcher was shed without naming the job %s: %v", sub.GetJobId(), ce)
-					}
-					break
-				}
-				if item.GetEventSeq() <= last {
-					t.Fatalf("event_seq %d after %d", item.GetEventSeq(), last)
-				}
-				last = item.GetEventSeq()
-				if res := item.GetResult(); res != nil {
-					if got := res.GetResult().GetStructValue().GetFields()["token"].GetStringValue(); got != fTok {
-						t.Fatalf("the flooding job's result carries token %q, want %q", got, fTok)
-					}
-				}
-				if item.GetError() != nil {
-					t.Fatalf("the flooding job ended with %v", item.GetError())
-				}
+			if watch != nil {
+				checkFloodWatch(t, watch, sub.GetJobId(), fTok)
 			}
 			s.checkGood(t)
 		})
+	}
+}
+
+// checkFloodWatch reads the flooding job's stream to its end.
+func checkFloodWatch(t *testing.T, watch sessiongatev1.SessionGateway_WatchJobClient, job, token string) {
+	t.Helper()
+	var last uint64
+	for {
+		item, err := watch.Recv()
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		if err != nil {
+			ce := describe(err)
+			if ce.code != codes.ResourceExhausted || (ce.reason != "SLOW_CONSUMER" && ce.reason != "CAP_EXCEEDED") {
+				t.Fatalf("the flooding job's watcher ended with %v, want RESOURCE_EXHAUSTED SLOW_CONSUMER or CAP_EXCEEDED", ce)
+			}
+			if !ce.mentions(job) {
+				t.Errorf("the flooding job's watcher was shed without naming the job %s: %v", job, ce)
+			}
+			return
+		}
+		if item.GetEventSeq() <= last {
+			t.Fatalf("event_seq %d after %d", item.GetEventSeq(), last)
+		}
+		last = item.GetEventSeq()
+		if res := item.GetResult(); res != nil {
+			if got := res.GetResult().GetStructValue().GetFields()["token"].GetStringValue(); got != token {
+				t.Fatalf("the flooding job's result carries token %q, want %q", got, token)
+			}
+		}
+		if item.GetError() != nil {
+			t.Fatalf("the flooding job ended with %v", item.GetError())
+		}
 	}
 }
 

@@ -159,6 +159,10 @@ type Input struct {
 	Flood      int    `json:"flood,omitempty"`
 	EventBytes int    `json:"event_bytes,omitempty"`
 	Release    string `json:"release,omitempty"`
+	// ReleaseAt, when set, releases the parked results after this many
+	// of the flood's events instead: in the middle of the flood, while the
+	// session's buffer is full.
+	ReleaseAt int `json:"release_at,omitempty"`
 	// Park: ModeFlood accepts the job and sends its result only when a
 	// flood releases it.
 	Park bool `json:"park,omitempty"`

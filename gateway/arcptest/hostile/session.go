@@ -482,7 +482,8 @@ func (se *session) floodLocked(p *pending, job string) {
 				se.resultLocked(j, tok, 0)
 			}
 		}
-		if p.in.Release == "before" {
+		mid := p.in.ReleaseAt > 0
+		if p.in.Release == "before" && !mid {
 			release()
 		}
 		size := max(p.in.EventBytes, 16)
@@ -490,6 +491,9 @@ func (se *session) floodLocked(p *pending, job string) {
 		for i := range p.in.Flood {
 			if s.ctx.Err() != nil {
 				return
+			}
+			if mid && i == p.in.ReleaseAt {
+				release()
 			}
 			se.mu.Lock()
 			if se.closed {
@@ -502,8 +506,8 @@ func (se *session) floodLocked(p *pending, job string) {
 			})
 			se.mu.Unlock()
 		}
-		if p.in.Release != "before" {
-			release()
+		if p.in.Release != "before" || mid {
+			release() // whatever is still parked
 		}
 		se.mu.Lock()
 		se.resultLocked(job, p.in.Token, 0)

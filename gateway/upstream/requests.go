@@ -49,13 +49,12 @@ type request struct {
 	// Submits: the correlation core's handle, the idempotency key on the
 	// wire, whether it is the caller's own, and whether it was ever written
 	// (from then on the core owns its slot).
-	cid         correlate.ID
-	key         string
-	callerTrace bool // the trace id is the caller's: it may name other jobs too
-	callerKey   bool
-	written     bool
-	inline      bool // its caller writes the queue itself when no writer runs (writeInline)
-	done        chan struct{}
+	cid       correlate.ID
+	key       string
+	callerKey bool
+	written   bool
+	inline    bool // its caller writes the queue itself when no writer runs (writeInline)
+	done      chan struct{}
 
 	// Answer.
 	acc  arcp.Accepted
@@ -201,7 +200,6 @@ func (c *Conn) encodeRequestWith(kind reqKind, typ, jobID string, payload any, o
 	r := newRequest(kind, env)
 	if kind == kindSubmit && !c.cfg.knobs.noTraceIDs {
 		r.traceID = opts.TraceID
-		r.callerTrace = r.traceID != ""
 		if r.traceID == "" {
 			r.traceID = newTraceID()
 		}
@@ -325,8 +323,9 @@ func (c *Conn) Submit(ctx context.Context, s arcp.Submit) (arcp.Accepted, error)
 type SubmitOptions struct {
 	// TraceID is the job's W3C trace id (32 lowercase hex characters, see
 	// arcp.ValidTraceID); empty means a fresh random one. Callers may share
-	// one trace id across jobs: accepts are matched by trace id only when
-	// it is unique among the waiting submits.
+	// one trace id across jobs: accepts are matched by trace id only while
+	// it names one submit (see the correlation core's rules), and a submit
+	// whose trace id does not is written only when no other waits.
 	TraceID string
 	// Extensions are put on the job.submit envelope ("x-vendor.*" keys).
 	Extensions map[string]json.RawMessage

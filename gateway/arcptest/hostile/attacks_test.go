@@ -94,26 +94,33 @@ func TestRetryableRuntimeErrors(t *testing.T) {
 }
 
 // TestFatalSessionError: the runtime ends the session with a session.error
-// (PERMISSION_DENIED, not retryable) while a RunJob waits for its result.
-// The caller learns at once, with the runtime's code and message.
+// without request_id (not retryable), closes the socket and refuses every
+// resume with the same error, while a RunJob waits for its result. The
+// caller learns promptly, with the runtime's code and message, whatever the
+// code: one that ends sessions (UNAUTHENTICATED), the generic one
+// (INTERNAL_ERROR), one that also rejects submits (PERMISSION_DENIED).
 func TestFatalSessionError(t *testing.T) {
 	s := getSuite(t)
-	t.Parallel()
-	ctx := testCtx(t, 30*time.Second)
-	sid := s.open(t, ctx, hostile.ModeFatal)
-	_, err, took := s.timedRun(ctx, sid, hostile.Input{Token: newToken("fatal")}, 10*time.Second)
-	ce := describe(err)
-	t.Logf("after %v: %v", took.Round(time.Millisecond), ce)
-	if err == nil || ce.code == codes.DeadlineExceeded || took > 5*time.Second {
-		t.Fatalf("after %v: %v; want a prompt definite error", took, ce)
+	for _, code := range []string{arcp.CodeUnauthenticated, arcp.CodeInternalError, arcp.CodePermissionDenied} {
+		t.Run(code, func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t, 40*time.Second)
+			sid := s.open(t, ctx, hostile.ModeFatal)
+			_, err, took := s.timedRun(ctx, sid, hostile.Input{Token: newToken("fatal"), FatalCode: code}, 20*time.Second)
+			ce := describe(err)
+			t.Logf("after %v: %v", took.Round(time.Millisecond), ce)
+			if err == nil || ce.code == codes.DeadlineExceeded || took > 10*time.Second {
+				t.Fatalf("after %v: %v; want a prompt definite error", took, ce)
+			}
+			if !ce.mentions(code) {
+				t.Errorf("the runtime's code %s is lost: %v", code, ce)
+			}
+			if !ce.mentions(hostile.FatalMessage) {
+				t.Errorf("the runtime's message %q is lost: %v", hostile.FatalMessage, ce)
+			}
+			s.checkGood(t)
+		})
 	}
-	if !ce.mentions(arcp.CodePermissionDenied) {
-		t.Errorf("the runtime's code PERMISSION_DENIED is lost: %v", ce)
-	}
-	if !ce.mentions(hostile.FatalMessage) {
-		t.Errorf("the runtime's message %q is lost: %v", hostile.FatalMessage, ce)
-	}
-	s.checkGood(t)
 }
 
 // TestBadResumes: the transport drops right after the accept; the resume is

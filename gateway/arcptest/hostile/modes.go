@@ -40,8 +40,10 @@ const (
 	// ModeRetryableJobError accepts, then ends the job with job.error
 	// {INTERNAL_ERROR, retryable: true}.
 	ModeRetryableJobError Mode = "retryable-job-error"
-	// ModeFatal accepts, then sends a session.error without request_id:
-	// PERMISSION_DENIED, not retryable, with FatalMessage.
+	// ModeFatal accepts, then ends the session: a session.error without
+	// request_id (Input.FatalCode, default PERMISSION_DENIED; not
+	// retryable; FatalMessage), the socket closed, every resume refused
+	// with the same error.
 	ModeFatal Mode = "fatal-session-error"
 )
 
@@ -163,6 +165,8 @@ type Input struct {
 	// of the flood's events instead: in the middle of the flood, while the
 	// session's buffer is full.
 	ReleaseAt int `json:"release_at,omitempty"`
+	// FatalCode: the code of ModeFatal's session.error.
+	FatalCode string `json:"fatal_code,omitempty"`
 	// Park: ModeFlood accepts the job and sends its result only when a
 	// flood releases it.
 	Park bool `json:"park,omitempty"`

@@ -30,6 +30,7 @@ type session struct {
 	parked   []string          // ModeFlood: jobs whose result waits for a flood
 	timer    *time.Timer       // the batch's quiet window
 	dropped  bool              // resume modes: the first transport was dropped
+	fatal    *arcp.Error       // ModeFatal: the session ended with this error
 	closed   bool              // the server is closing
 }
 
@@ -119,6 +120,14 @@ func (c *wsConn) serve() {
 		}
 	} else {
 		se = s.newSession(c.mode)
+	}
+	se.mu.Lock()
+	fatal := se.fatal
+	se.mu.Unlock()
+	if fatal != nil {
+		_ = c.write(errorFrame(se.id, *fatal))
+		c.drain()
+		return
 	}
 	se.attach(c, hello.Resume)
 	defer se.detach(c)
@@ -413,7 +422,18 @@ func (se *session) runLocked(p *pending, job string) {
 		se.endLocked(job, arcp.JobError{FinalStatus: arcp.StatusError, Code: arcp.CodeInternalError, Message: RetryableMessage, Retryable: true})
 		return
 	case ModeFatal:
-		se.sendLocked(errorFrame(se.id, arcp.Error{Code: arcp.CodePermissionDenied, Message: FatalMessage}), false)
+		// The session is over for the runtime: the error, the socket
+		// closed, and every resume refused with the same error.
+		code := p.in.FatalCode
+		if code == "" {
+			code = arcp.CodePermissionDenied
+		}
+		se.fatal = &arcp.Error{Code: code, Message: FatalMessage}
+		se.sendLocked(errorFrame(se.id, *se.fatal), false)
+		if se.cur != nil {
+			se.cur.drop()
+			se.cur = nil
+		}
 		return
 	case ModeResumeOther, ModeResumeRefused:
 		if !se.dropped && se.cur != nil {

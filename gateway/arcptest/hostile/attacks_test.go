@@ -58,6 +58,10 @@ func TestGarbageAnswers(t *testing.T) {
 			if st.Garbage > 5 || st.Hellos > 6 {
 				t.Errorf("the gateway resent the submit %d times over %d handshakes: churn is not bounded", st.Garbage, st.Hellos)
 			}
+			// The churn is counted.
+			if got := s.counter(t, "unreadable_answers", m); got < 1 {
+				t.Errorf("sessiongate_upstream_unreadable_answers_total{runtime=%q} = %v, want the garbage counted", m, got)
+			}
 			s.checkGood(t)
 		})
 	}
@@ -277,6 +281,9 @@ func TestMalformedFrames(t *testing.T) {
 				t.Errorf("took %v", took)
 			}
 		})
+	}
+	if got := s.counter(t, "malformed_frames", hostile.ModeMalformed); got < 10 {
+		t.Errorf("sessiongate_upstream_malformed_frames_total{runtime=malformed} = %v: the malformed frames were not counted", got)
 	}
 	// The session survives every family.
 	tok := newToken("after")

@@ -128,14 +128,19 @@ func TestReorderedAcceptsNoEcho(t *testing.T) {
 		t.Fatalf("the runtime echoes no trace ids, yet held %d unanswered submits of one session at once: "+
 			"the gateway pipelined submits whose answers it cannot tell apart (stats %+v)", st.MaxPending, st)
 	}
+	if got := s.counter(t, "serialized_submits", hostile.ModeReorderNoEcho); got < 1 {
+		t.Errorf("sessiongate_upstream_serialized_submits_total{runtime=reorder-noecho} = %v: the held-back submits were not counted", got)
+	}
 	s.checkGood(t)
 }
 
 // TestStrayErrorThenAccepts: before each round's accepts the runtime sends
 // a job.error for a job it never accepted, then accepts every submit (in a
-// random order) with its own trace id. Every caller gets its own job; the
-// stray error fails nobody. Variants: the stray error without a trace id,
-// and with one that names no submit.
+// random order, every other round in order) with its own trace id. Nobody
+// may ever get another's job (checked every round, fatal at once); and, as
+// the issue asks, every caller gets its own job: the stray error fails
+// nobody (counted over all rounds, reported at the end). Variants: the
+// stray error without a trace id, and with one that names no submit.
 func TestStrayErrorThenAccepts(t *testing.T) {
 	s := getSuite(t)
 	for _, v := range []struct {
@@ -149,15 +154,36 @@ func TestStrayErrorThenAccepts(t *testing.T) {
 			ctx := testCtx(t, time.Duration(v.n)*50*time.Millisecond+30*time.Second)
 			sid := s.open(t, ctx, v.mode)
 			s.warm(t, ctx, sid)
+			failed, callers := 0, 0
+			var example string
 			for r := range v.n {
 				perm := permFor(rng, r, 2+rng.IntN(2))
 				if r%2 == 1 {
 					slices.Sort(perm) // in order, as the issue's schedule
 				}
-				s.checkRound(t, r, sd, s.batchRound(ctx, sid, fmt.Sprintf("r%d", r), perm, 10*time.Second))
+				for _, o := range s.batchRound(ctx, sid, fmt.Sprintf("r%d", r), perm, 10*time.Second) {
+					callers++
+					if o.err != nil {
+						ce := describe(o.err)
+						if ce.code == codes.DeadlineExceeded || !ce.mentions("stray") {
+							t.Fatalf("round %d (seed %d): caller %s: %v", r, sd, o.token, ce)
+						}
+						failed++ // failed with the stray's own error, definitely
+						example = fmt.Sprintf("round %d caller %s: %v", r, o.token, ce)
+						continue
+					}
+					if err := s.own(o.resp, o.token); err != nil {
+						t.Fatalf("round %d (seed %d): %v", r, sd, err)
+					}
+				}
 			}
 			if st := s.hs.Stats(v.mode); st.Strays < v.n {
 				t.Fatalf("%d stray errors sent for %d rounds", st.Strays, v.n)
+			}
+			t.Logf("%d rounds, %d callers: no misdelivery; %d failed by the stray error", v.n, callers, failed)
+			if failed > 0 {
+				t.Errorf("%d of %d callers were failed by a stray job.error for a job never accepted (e.g. %s); "+
+					"the issue wants every caller its own job", failed, callers, example)
 			}
 			s.checkGood(t)
 		})

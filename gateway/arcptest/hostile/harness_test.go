@@ -6,12 +6,14 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -141,10 +143,11 @@ func startSuite() (s *suite, err error) {
 
 // gateway is the gateway binary running in a child process.
 type gateway struct {
-	addr string
-	cmd  *exec.Cmd
-	dir  string
-	done chan struct{} // closed when its log is read to the end
+	addr  string
+	admin string // the admin HTTP address (/metrics)
+	cmd   *exec.Cmd
+	dir   string
+	done  chan struct{} // closed when its log is read to the end
 
 	mu  sync.Mutex
 	log []string // the last lines of its log
@@ -191,7 +194,7 @@ func startGateway(ctx context.Context, args []string) (*gateway, error) {
 	if err := g.cmd.Start(); err != nil {
 		return nil, err
 	}
-	ready := make(chan string, 1)
+	ready := make(chan [2]string, 1)
 	go func() {
 		defer close(g.done)
 		sc := bufio.NewScanner(stderr)
@@ -204,17 +207,18 @@ func startGateway(ctx context.Context, args []string) (*gateway, error) {
 				g.log = g.log[len(g.log)-200:]
 			}
 			g.mu.Unlock()
-			var rec struct{ Msg, GRPC string }
+			var rec struct{ Msg, GRPC, Admin string }
 			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "sessiongate serving" {
 				select {
-				case ready <- rec.GRPC:
+				case ready <- [2]string{rec.GRPC, rec.Admin}:
 				default:
 				}
 			}
 		}
 	}()
 	select {
-	case g.addr = <-ready:
+	case a := <-ready:
+		g.addr, g.admin = a[0], a[1]
 		return g, nil
 	case <-g.done:
 		g.stop()
@@ -410,7 +414,39 @@ func rounds(short, long int) int {
 	return short
 }
 
-var errPending = errors.New("still waiting")
+// counter reads sessiongate_upstream_<name>_total{runtime="<mode>"} from
+// the gateway's /metrics.
+func (s *suite) counter(t *testing.T, name string, m hostile.Mode) float64 {
+	t.Helper()
+	ctx := testCtx(t, 10*time.Second)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s.gw.admin+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET /metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := "sessiongate_upstream_" + name + "_total{"
+	want := `runtime="` + string(m) + `"`
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, prefix) && strings.Contains(line, want) {
+			f := strings.Fields(line)
+			v, err := strconv.ParseFloat(f[len(f)-1], 64)
+			if err != nil {
+				t.Fatalf("metrics line %q: %v", line, err)
+			}
+			return v
+		}
+	}
+	t.Fatalf("/metrics has no %s%s}", prefix, want)
+	return 0
+}
 
 func readDoc(t *testing.T) string {
 	t.Helper()

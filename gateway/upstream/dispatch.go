@@ -214,6 +214,9 @@ func (c *Conn) deliverLocked(id correlate.ID, jobID string) {
 	} else if j.held {
 		j.held = false // its held events are the caller's now
 	}
+	if r.awaited {
+		c.jobs[jobID].awaited = true
+	}
 	r.acc = acc
 	c.finishRequestLocked(r, nil)
 }

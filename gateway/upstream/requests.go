@@ -52,6 +52,7 @@ type request struct {
 	cid       correlate.ID
 	key       string
 	callerKey bool
+	awaited   bool // SubmitOptions.AwaitResult
 	written   bool
 	inline    bool // its caller writes the queue itself when no writer runs (writeInline)
 	done      chan struct{}
@@ -329,6 +330,11 @@ type SubmitOptions struct {
 	TraceID string
 	// Extensions are put on the job.submit envelope ("x-vendor.*" keys).
 	Extensions map[string]json.RawMessage
+	// AwaitResult says the caller will Wait for the job's result: once
+	// the job ends, its terminal is kept when the session's caps need
+	// room (other jobs' logs go first, a flooding live job's included)
+	// until a Wait returns or the job is forgotten.
+	AwaitResult bool
 }
 
 // SubmitWith is Submit with envelope options. The accepted job's trace id
@@ -347,7 +353,7 @@ func (c *Conn) SubmitWith(ctx context.Context, s arcp.Submit, opts SubmitOptions
 	if err != nil {
 		return arcp.Accepted{}, err
 	}
-	r.key, r.callerKey = key, own
+	r.key, r.callerKey, r.awaited = key, own, opts.AwaitResult
 	if dl, ok := ctx.Deadline(); ok {
 		r.budget = dl.Sub(start)
 	}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -201,8 +202,10 @@ type Core struct {
 	quarantine    bool
 	barrierReq    string
 	barrierExp    time.Time
-	barrierMisses int // consecutive barriers left unanswered
-	resends       int // resent entries still in the fifo or pending
+	barrierMisses int    // consecutive barriers left unanswered
+	barrierN      uint64 // barriers the core named itself (after positional rejections)
+	needBarrier   bool   // a positional rejection from a runtime not known to echo awaits a barrier's answer
+	resends       int    // resent entries still in the fifo or pending
 
 	out  []Action
 	ctr  Counters
@@ -663,10 +666,27 @@ func (c *Core) RejectedByPosition(err error, now time.Time) {
 // runtime in fact answered another submit (out of order, or a stray error),
 // e's own accept may still come: its trace id is remembered so that accept
 // is cancelled as an orphan, never handed to another submit.
+//
+// A runtime not known to echo trace ids gives nothing to recognise that
+// accept by, so a barrier follows (as after a resume): until it is answered
+// no submit is written, and an accept that comes before its answer is held
+// and, unclaimed, cancelled as an orphan.
 func (c *Core) failByPosition(e *entry, err error) {
 	c.fail(e, err)
 	if c.cfg.brokenRule != "no-dead-trace" {
 		c.markDead(e, c.last)
+	}
+	if c.echo != 1 && c.cfg.brokenRule != "no-position-barrier" {
+		// Until a barrier is answered, on this transport or (answers to
+		// requests read before a drop may come on the next) a later one.
+		c.needBarrier = true
+	}
+	if c.needBarrier && c.connected && !c.quarantine {
+		c.barrierN++
+		c.quarantine = true
+		c.barrierReq = "sessiongate-barrier-" + strconv.FormatUint(c.barrierN, 10)
+		c.barrierExp = c.last.Add(c.cfg.BarrierTimeout)
+		c.emit(Action{Kind: WriteBarrier, Req: c.barrierReq})
 	}
 }
 
@@ -864,7 +884,7 @@ func (c *Core) Resumed(barrierReq string, now time.Time) {
 		c.emit(Action{Kind: Cancel, Job: job})
 	}
 	c.compactLimbo()
-	if len(c.limbo) == 0 {
+	if len(c.limbo) == 0 && !c.needBarrier {
 		return
 	}
 	if c.cfg.brokenRule == "no-barrier" {
@@ -904,6 +924,7 @@ func (c *Core) ListAnswered(req string, jobs []Listed, now time.Time) bool {
 // trace ids, the live rest written again, the abandoned rest buried.
 func (c *Core) barrierAnswered(jobs []Listed, now time.Time) {
 	c.barrierMisses = 0
+	c.needBarrier = false
 	// Quarantine lasts until the list is bound: binding must not settle
 	// the reconciliation half-way.
 	c.quarantine = true

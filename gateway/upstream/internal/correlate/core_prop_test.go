@@ -65,6 +65,7 @@ var dialects = []dialect{
 	{name: "reorder-own-trace", reorder: true, ownTrace: true, lossyAnswer: true},
 	{name: "reorder-shared-trace", echo: true, reorder: true, sharedTrace: true, knownEcho: true, listJobs: true, listTrace: true, lossyAnswer: true},
 	{name: "stray-errors", echo: true, stray: true, reject: 1, knownEcho: true, callerKeys: true, listJobs: true, listTrace: true, lossyAnswer: true},
+	{name: "stray-errors-no-echo", stray: true, reject: 1, late: true, listJobs: true, lossyAnswer: true},
 	{name: "stray-errors-reorder", echo: true, stray: true, reorder: true, knownEcho: true, listJobs: true, listTrace: true, lossyAnswer: true},
 	{name: "garbage", echo: true, garbage: true, knownEcho: true, listJobs: true, listTrace: true, lossyAnswer: true},
 	{name: "garbage-no-echo", garbage: true, late: true, lossyAnswer: true},
@@ -721,6 +722,7 @@ func TestCorePropertiesCatchBrokenRules(t *testing.T) {
 		{"pipeline-always", "reorder-no-echo"},
 		{"no-dead-trace", "stray-errors"},
 		{"no-unreadable-bound", "garbage"},
+		{"no-position-barrier", "stray-errors-no-echo"},
 	} {
 		t.Run(tc.rule, func(t *testing.T) {
 			var d dialect

@@ -100,6 +100,13 @@
 // ErrUnreadableAnswers, a definite answer instead of a resume loop to the
 // caller's deadline; its slot stays as a tombstone.
 //
+// Positional rejections from a runtime not known to echo. Nothing would
+// tell the rejected submit's own accept, should it still come (the rejection
+// was a stray, or another's), from the next submit's: so a barrier follows
+// each one (needBarrier, kept across a drop), no submit is written until it
+// is answered, and an accept that comes before its answer is held and,
+// unclaimed, cancelled as an orphan.
+//
 // Session-level session.error (no request_id): HEARTBEAT_LOST (Go: retryable
 // true, TS: false) drops the transport and resumes (§6.4: the session lives
 // on for the resume window). UNAUTHENTICATED, RESUME_WINDOW_EXPIRED and any

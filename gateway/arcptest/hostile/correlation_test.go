@@ -42,8 +42,9 @@ func (s *suite) batchRound(ctx context.Context, sid, tag string, perm []int, cal
 	return out
 }
 
-// checkRound fails the test unless every caller got its own job.
-func (s *suite) checkRound(t *testing.T, round int, seed uint64, out []outcome) {
+// checkRound fails the test unless every caller got its own job, and
+// adds the jobs to owned.
+func (s *suite) checkRound(t *testing.T, round int, seed uint64, out []outcome, owned *[]string) {
 	t.Helper()
 	for _, o := range out {
 		if o.err != nil {
@@ -52,6 +53,26 @@ func (s *suite) checkRound(t *testing.T, round int, seed uint64, out []outcome) 
 		if err := s.own(o.resp, o.token); err != nil {
 			t.Fatalf("round %d (seed %d): %v", round, seed, err)
 		}
+		*owned = append(*owned, o.resp.GetJobId())
+	}
+}
+
+// checkNotCancelled fails the test if the gateway cancelled any of the
+// jobs its callers were handed (as an orphan, say). Called after
+// checkGood, by when a cancel sent with an accept has long arrived.
+func (s *suite) checkNotCancelled(t *testing.T, owned []string) {
+	t.Helper()
+	n := 0
+	for _, job := range owned {
+		if s.hs.Cancels(job) > 0 {
+			n++
+			if n <= 3 {
+				t.Errorf("the gateway cancelled job %s, which a caller was handed", job)
+			}
+		}
+	}
+	if n > 0 {
+		t.Errorf("%d of %d jobs handed to callers were cancelled upstream", n, len(owned))
 	}
 }
 
@@ -97,9 +118,10 @@ func TestReorderedAcceptsEchoed(t *testing.T) {
 	sid := s.open(t, ctx, hostile.ModeReorder)
 	s.warm(t, ctx, sid)
 	before := s.hs.Stats(hostile.ModeReorder)
+	var owned []string
 	for r := range n {
 		k := 2 + rng.IntN(3)
-		s.checkRound(t, r, sd, s.batchRound(ctx, sid, fmt.Sprintf("r%d", r), permFor(rng, r, k), 10*time.Second))
+		s.checkRound(t, r, sd, s.batchRound(ctx, sid, fmt.Sprintf("r%d", r), permFor(rng, r, k), 10*time.Second), &owned)
 	}
 	st := s.hs.Stats(hostile.ModeReorder)
 	if got := st.Reordered - before.Reordered; got < n/4 {
@@ -107,6 +129,7 @@ func TestReorderedAcceptsEchoed(t *testing.T) {
 	}
 	t.Logf("%d rounds, %d answered as a batch out of arrival order", n, st.Reordered-before.Reordered)
 	s.checkGood(t)
+	s.checkNotCancelled(t, owned)
 }
 
 // TestReorderedAcceptsNoEcho: the same with accepts that carry no trace
@@ -121,8 +144,9 @@ func TestReorderedAcceptsNoEcho(t *testing.T) {
 	n := rounds(15, 150)
 	ctx := testCtx(t, time.Duration(n)*time.Second+30*time.Second)
 	sid := s.open(t, ctx, hostile.ModeReorderNoEcho)
+	var owned []string
 	for r := range n {
-		s.checkRound(t, r, sd, s.batchRound(ctx, sid, fmt.Sprintf("r%d", r), permFor(rng, r, 2+rng.IntN(2)), 10*time.Second))
+		s.checkRound(t, r, sd, s.batchRound(ctx, sid, fmt.Sprintf("r%d", r), permFor(rng, r, 2+rng.IntN(2)), 10*time.Second), &owned)
 	}
 	if st := s.hs.Stats(hostile.ModeReorderNoEcho); st.MaxPending > 1 {
 		t.Fatalf("the runtime echoes no trace ids, yet held %d unanswered submits of one session at once: "+
@@ -132,6 +156,7 @@ func TestReorderedAcceptsNoEcho(t *testing.T) {
 		t.Errorf("sessiongate_upstream_serialized_submits_total{runtime=reorder-noecho} = %v: the held-back submits were not counted", got)
 	}
 	s.checkGood(t)
+	s.checkNotCancelled(t, owned)
 }
 
 // TestStrayErrorThenAccepts: before each round's accepts the runtime sends
@@ -206,6 +231,7 @@ func TestUnansweredHead(t *testing.T) {
 	ctx := testCtx(t, time.Duration(n)*60*time.Millisecond+30*time.Second)
 	const prompt = 3 * time.Second // B and C: far below their 10 s deadline
 	var sid string
+	var owned []string
 	for r := range n {
 		if r%40 == 0 {
 			if sid != "" {
@@ -234,7 +260,7 @@ func TestUnansweredHead(t *testing.T) {
 				t.Errorf("round %d: caller %s answered after %v", r, o.token, o.took)
 			}
 		}
-		s.checkRound(t, r, sd, out)
+		s.checkRound(t, r, sd, out, &owned)
 		select {
 		case o := <-headDone:
 			giveUp()
@@ -248,4 +274,5 @@ func TestUnansweredHead(t *testing.T) {
 		}
 	}
 	s.checkGood(t)
+	s.checkNotCancelled(t, owned)
 }

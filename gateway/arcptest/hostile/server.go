@@ -48,6 +48,7 @@ type Server struct {
 	mu       sync.Mutex
 	sessions map[string]*session      // by session id
 	jobs     map[string]string        // job id → the token of the input it ran
+	cancels  map[string]int           // job id → job.cancel frames received for it
 	seen     map[string]chan struct{} // token → closed when a submit carrying it arrived
 	stats    map[Mode]*Stats          // by mode
 	open     map[Mode]int             // connections still open, per mode
@@ -88,7 +89,7 @@ func Listen(opts Options) (*Server, error) {
 	s := &Server{
 		opts: opts, ln: ln, base: "ws://" + ln.Addr().String(), ctx: ctx, cancel: cancel,
 		served:   make(chan struct{}),
-		sessions: map[string]*session{}, jobs: map[string]string{}, seen: map[string]chan struct{}{},
+		sessions: map[string]*session{}, jobs: map[string]string{}, cancels: map[string]int{}, seen: map[string]chan struct{}{},
 		stats: map[Mode]*Stats{}, open: map[Mode]int{},
 	}
 	s.srv = &http.Server{Handler: http.HandlerFunc(s.serveHTTP), ReadHeaderTimeout: 5 * time.Second}
@@ -155,6 +156,13 @@ func (s *Server) JobToken(job string) (string, bool) {
 	defer s.mu.Unlock()
 	tok, ok := s.jobs[job]
 	return tok, ok
+}
+
+// Cancels returns how many job.cancel frames named job.
+func (s *Server) Cancels(job string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cancels[job]
 }
 
 // Seen waits until a job.submit whose input carries token has arrived (or

@@ -275,6 +275,9 @@ func (se *session) handle(c *wsConn, env *arcp.Envelope) {
 
 func (se *session) cancelLocked(env *arcp.Envelope) {
 	job := env.JobID
+	se.srv.mu.Lock()
+	se.srv.cancels[job]++
+	se.srv.mu.Unlock()
 	if !se.live[job] {
 		se.sendLocked(errorFrame(se.id, arcp.Error{Code: arcp.CodeJobNotFound, Message: "hostile: no such live job", RequestID: env.ID, JobID: job}), false)
 		return

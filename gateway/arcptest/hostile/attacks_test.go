@@ -230,6 +230,34 @@ func TestHandshakeAttacks(t *testing.T) {
 	}
 }
 
+// TestSlowButSteady: a runtime that dribbles its upgrade, welcome and
+// results a byte at a time but finishes each well inside the timeouts is
+// served: OpenSession and RunJob succeed, only slower.
+func TestSlowButSteady(t *testing.T) {
+	s := getSuite(t)
+	t.Parallel()
+	ctx := testCtx(t, 40*time.Second)
+	start := time.Now()
+	sid := s.open(t, ctx, hostile.ModeSlowButSteady)
+	if took := time.Since(start); took < 500*time.Millisecond {
+		t.Fatalf("the dribbled handshake took only %v: the mode did not dribble", took)
+	}
+	for i := range 3 {
+		tok := newToken("steady")
+		resp, err, took := s.timedRun(ctx, sid, hostile.Input{Token: tok}, 15*time.Second)
+		if err != nil {
+			t.Fatalf("job %d after %v: %v", i, took, describe(err))
+		}
+		if err := s.own(resp, tok); err != nil {
+			t.Fatal(err)
+		}
+		if took < 300*time.Millisecond {
+			t.Fatalf("job %d took only %v: its result was not dribbled", i, took)
+		}
+	}
+	s.checkGood(t)
+}
+
 // TestHeartbeatIntervals: odd heartbeat intervals in the welcome are
 // clamped, never refused: 0.001 s (to the gateway's least interval), 0 (the
 // default), 1e12 s (the greatest). Sessions open and run jobs.

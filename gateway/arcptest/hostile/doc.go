@@ -139,6 +139,9 @@
 //	slow-welcome            the welcome frame dribbled a byte per 100 ms (30 s in all).
 //	                  Asserts: RUNTIME_UNREACHABLE within the init timeout + 2 s. Both commits
 //	                  pass (3 s).
+//	slow-but-steady         upgrade, welcome and each result dribbled a byte per 2.5 ms:
+//	                  slow, finishing well inside the timeouts. Asserts: OpenSession and RunJob
+//	                  succeed, own results. Both commits pass.
 //
 // Heartbeats (the heartbeat feature offered):
 //

@@ -66,6 +66,10 @@ const (
 	ModeSilent               Mode = "handshake-silent"       // hello never answered
 	ModeSlowUpgrade          Mode = "slow-upgrade"           // the HTTP 101 response, a byte at a time, never ending
 	ModeSlowWelcome          Mode = "slow-welcome"           // the welcome frame, a byte at a time
+	// ModeSlowButSteady dribbles the upgrade, the welcome and every result
+	// a byte per Options.Dribble/40 (2.5 ms): slow, but the handshake done
+	// in about a second, each result in over half a second.
+	ModeSlowButSteady Mode = "slow-but-steady"
 )
 
 // Heartbeat intervals in the welcome (the heartbeat feature is offered).
@@ -122,7 +126,7 @@ var Modes = []Mode{
 	ModeRetryableReject, ModeRetryableJobError, ModeFatal,
 	ModeResumeOther, ModeResumeRefused,
 	ModeHandshakeWrongFrame, ModeHandshakeUnknownType, ModeHandshakeGarbage, ModeHandshakeError,
-	ModeSilent, ModeSlowUpgrade, ModeSlowWelcome,
+	ModeSilent, ModeSlowUpgrade, ModeSlowWelcome, ModeSlowButSteady,
 	ModeHeartbeatMilli, ModeHeartbeatZero, ModeHeartbeatHuge,
 	ModeMalformed, ModeFrameCap, ModeFlood,
 }

@@ -240,7 +240,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	s.count(m, func(st *Stats) { st.Conns++ })
 	defer s.opened(m)()
 	switch m {
-	case ModeSlowUpgrade, ModeSlowWelcome:
+	case ModeSlowUpgrade, ModeSlowWelcome, ModeSlowButSteady:
 		s.serveRaw(w, r, m)
 		return
 	}

@@ -52,7 +52,8 @@
 //
 // For each mode: what the test asserts (what issue 28 asks of the gateway),
 // then what the gateway binary gave at 4193cb6 (before that issue's fixes)
-// and at c68513e (the lead's correlation and error-mapping fixes).
+// and at a275535 (after that issue's correlation, error-mapping and
+// flood fixes).
 //
 // Correlation (every caller's token, job id and result are checked; a
 // caller handed another's job is a MISDELIVERY and fails the test at once):
@@ -63,27 +64,27 @@
 //	                  every fourth round reversed), each accept echoing its submit's trace id.
 //	                  Asserts: every caller its own job, 1,000 rounds; at least a quarter of the
 //	                  rounds really answered out of arrival order.
-//	                  4193cb6: MISDELIVERY in round 0. c68513e: passes (about 750 of 1,000
+//	                  4193cb6: MISDELIVERY in round 0. a275535: passes (about 750 of 1,000
 //	                  rounds out of order, 3 s with -race).
 //	reorder-noecho    the same, accepts without trace ids.
 //	                  Asserts: own jobs, the runtime never holds two unanswered submits of the
-//	                  session, serialized_submits counted. 4193cb6: MISDELIVERY. c68513e: passes.
+//	                  session, serialized_submits counted. 4193cb6: MISDELIVERY. a275535: passes.
 //	stray             before each batch's accepts, job.error for a job never accepted (no trace
 //	                  id); every other round in order. Asserts: never a MISDELIVERY (fatal at
 //	                  once); every caller its own job (callers failed by the stray error are
 //	                  counted over all rounds and fail the test at the end).
-//	                  4193cb6: MISDELIVERY in round 1. c68513e: no misdelivery in 1,000 rounds,
+//	                  4193cb6: MISDELIVERY in round 1. a275535: no misdelivery in 1,000 rounds,
 //	                  but one caller per round (the FIFO head) fails with INTERNAL "stray error":
 //	                  the core reads a job.error for an unknown job as the head's positional
 //	                  rejection (TS SDK dialect), and the head's own accept is then an orphan.
 //	stray-traced      the same, the stray carrying a trace id that names no submit.
-//	                  4193cb6: MISDELIVERY. c68513e: as stray (100 of 100 rounds).
+//	                  4193cb6: MISDELIVERY. a275535: as stray (100 of 100 rounds).
 //	unanswered-head   A's submit held; B's and C's, written behind it, accepted at once in a
 //	                  random order with their trace ids; the session warmed by one answered
 //	                  submit and replaced every 40 rounds. Asserts: B and C their own jobs
 //	                  within 3 s, A still waiting until its caller gives up (CANCELLED), 1,000
 //	                  rounds. 4193cb6: B waits to its deadline (DEADLINE_EXCEEDED after 9.9 s).
-//	                  c68513e: passes.
+//	                  a275535: passes.
 //
 // Garbage answers (every submit, resends included):
 //
@@ -94,46 +95,46 @@
 //	                  caller's 20 s deadline, at most 5 garbage answers over at most 6
 //	                  handshakes, unreadable_answers counted on /metrics.
 //	                  4193cb6: DEADLINE_EXCEEDED at 20 s after 20 handshakes (a resume a second).
-//	                  c68513e: INTERNAL RUNTIME_PROTOCOL_ERROR "answered this submit with
+//	                  a275535: INTERNAL RUNTIME_PROTOCOL_ERROR "answered this submit with
 //	                  unreadable frames again and again" after about 2 s.
 //
 // Runtime errors:
 //
 //	retryable-reject      session.error{request_id, INTERNAL_ERROR, retryable, RetryableMessage}.
 //	                  Asserts: UNAVAILABLE or ABORTED, reason INTERNAL_ERROR, retryable=true, the
-//	                  message. 4193cb6: INTERNAL (logged at ERROR). c68513e: UNAVAILABLE.
+//	                  message. 4193cb6: INTERNAL (logged at ERROR). a275535: UNAVAILABLE.
 //	retryable-job-error   accept, then job.error{INTERNAL_ERROR, retryable}.
-//	                  Asserts: as above. 4193cb6 and c68513e: ABORTED with all of it.
+//	                  Asserts: as above. 4193cb6 and a275535: ABORTED with all of it.
 //	fatal-session-error   accept, then session.error without request_id (UNAUTHENTICATED,
 //	                  INTERNAL_ERROR or PERMISSION_DENIED; not retryable; FatalMessage), the socket
 //	                  closed, every resume refused with the same error. Asserts: a definite error
 //	                  within 10 s naming the code and carrying the message.
 //	                  4193cb6: the code, without the message ("could not be resumed (CODE)").
-//	                  c68513e: "the runtime ended the session: CODE: message", runtime_code in
+//	                  a275535: "the runtime ended the session: CODE: message", runtime_code in
 //	                  ErrorInfo.
 //
 // Resume tricks (the transport is dropped after the first accept):
 //
 //	resume-refused        the resume answered with session.error UNAUTHENTICATED,
 //	                  ResumeRefusedMessage. Asserts: UNAUTHENTICATED and the message.
-//	                  4193cb6: the message lost. c68513e: passes.
+//	                  4193cb6: the message lost. a275535: passes.
 //	resume-other-session  the resume welcomed into another session id. Asserts: UNAVAILABLE
 //	                  whose reason is not RESUME_WINDOW_EXPIRED. 4193cb6: RESUME_WINDOW_EXPIRED.
-//	                  c68513e: SESSION_LOST {cause: resume_session_mismatch}.
+//	                  a275535: SESSION_LOST {cause: resume_session_mismatch}.
 //
 // Handshake attacks (OpenSession; the gateway runs with --init-timeout 3s; every
 // one also asserts that the gateway closes its socket):
 //
 //	handshake-wrong-frame   hello answered with job.accepted. Asserts: UNAVAILABLE within 1.5 s
 //	                  naming job.accepted. 4193cb6: RUNTIME_UNREACHABLE after the full 3 s.
-//	                  c68513e: RUNTIME_PROTOCOL_ERROR at once, "job.accepted" instead of
+//	                  a275535: RUNTIME_PROTOCOL_ERROR at once, "job.accepted" instead of
 //	                  session.welcome.
 //	handshake-error         session.error UNAUTHENTICATED, HandshakeErrorMessage. Asserts:
 //	                  UNAUTHENTICATED within 1.5 s with the message. Both commits pass.
 //	handshake-unknown-type  hello answered with session.frobnicate.
 //	handshake-garbage       hello answered with invalid JSON.
 //	                  Asserts: UNAVAILABLE within the init timeout + 2 s. 4193cb6: after 3 s.
-//	                  c68513e: RUNTIME_PROTOCOL_ERROR at once.
+//	                  a275535: RUNTIME_PROTOCOL_ERROR at once.
 //	handshake-silent        hello never answered.
 //	slow-upgrade            the HTTP 101 head dribbled a byte per 100 ms, never ending.
 //	slow-welcome            the welcome frame dribbled a byte per 100 ms (30 s in all).
@@ -150,7 +151,7 @@
 //	heartbeat-huge    heartbeat_interval_sec 1000000000000
 //	                  Asserts: the session opens and runs 20 jobs. 4193cb6: 0.001 refused
 //	                  (RUNTIME_UNREACHABLE "welcome": read as an integer), the others pass.
-//	                  c68513e: all pass.
+//	                  a275535: all pass.
 //
 // Frames (the gateway runs with --max-frame-bytes 1048576):
 //
@@ -183,9 +184,10 @@
 //	                  result in every variant (flooding job watched or not); a watcher of the
 //	                  flooding job that reads nothing is shed with RESOURCE_EXHAUSTED
 //	                  SLOW_CONSUMER or CAP_EXCEEDED naming that job, or gets every event in
-//	                  order. 4193cb6 and c68513e: with the flooding job unwatched the waiting
-//	                  RunJob fails with RESULT_EVICTED within 1-5 s; a shed watcher's error does
-//	                  not name the job.
+//	                  order. 4193cb6: with the flooding job unwatched the waiting RunJob fails
+//	                  with RESULT_EVICTED within 1-5 s. a275535: the waiting RunJob gets its
+//	                  result in every variant; a shed watcher's SLOW_CONSUMER still does not
+//	                  name the job (the watched variants fail on that alone).
 //
 // Not here: results and events deeper than the client-decodable depth
 // (issue 28's depth part, tested with the depth fix).

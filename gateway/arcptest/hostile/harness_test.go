@@ -49,6 +49,12 @@ const (
 func TestMain(m *testing.M) {
 	flag.Parse()
 	code := m.Run()
+	if code == 0 && theSuite != nil && theSuite.gw != nil {
+		if err := theSuite.checkDrained(); err != nil {
+			fmt.Fprintln(os.Stderr, "FAIL:", err)
+			code = 1
+		}
+	}
 	stopSuite()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
@@ -70,6 +76,8 @@ type suite struct {
 	conn    *grpc.ClientConn
 	cli     sessiongatev1.SessionGatewayClient
 	goodSID string
+
+	baseGoroutines float64 // the gateway's, with only the good session open
 }
 
 var (
@@ -138,6 +146,9 @@ func startSuite() (s *suite, err error) {
 		return nil, fmt.Errorf("open the good session: %w\n%s", err, s.gw.tail())
 	}
 	s.goodSID = resp.GetSessionId()
+	if s.baseGoroutines, err = s.gw.gauge(ctx, "go_goroutines"); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -412,6 +423,58 @@ func rounds(short, long int) int {
 		return long
 	}
 	return short
+}
+
+// gauge reads an unlabelled metric from the gateway's /metrics.
+func (g *gateway) gauge(ctx context.Context, name string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+g.admin+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == name {
+			return strconv.ParseFloat(f[1], 64)
+		}
+	}
+	return 0, fmt.Errorf("/metrics has no %s", name)
+}
+
+// checkDrained: after every attack, once the tests closed their sessions,
+// the gateway's goroutines come back to near what they were with only the
+// good session open: no attack leaked goroutines. It also prints the
+// process's resident memory.
+func (s *suite) checkDrained() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const slack = 40 // stream workers and idle connections that come and go
+	var now float64
+	for {
+		var err error
+		if now, err = s.gw.gauge(ctx, "go_goroutines"); err != nil {
+			return err
+		}
+		if now <= s.baseGoroutines+slack {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the gateway has %v goroutines after the attacks, %v before: a leak", now, s.baseGoroutines)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	rss, _ := s.gw.gauge(ctx, "process_resident_memory_bytes")
+	fmt.Fprintf(os.Stderr, "hostile: gateway goroutines %v before the attacks, %v after; resident memory %.0f MiB\n",
+		s.baseGoroutines, now, rss/(1<<20))
+	return nil
 }
 
 // counter reads sessiongate_upstream_<name>_total{runtime="<mode>"} from

@@ -62,6 +62,9 @@ func TestGarbageAnswers(t *testing.T) {
 			if got := s.counter(t, "unreadable_answers", m); got < 1 {
 				t.Errorf("sessiongate_upstream_unreadable_answers_total{runtime=%q} = %v, want the garbage counted", m, got)
 			}
+			if got := s.counter(t, "unreadable_failures", m); got < 1 {
+				t.Errorf("sessiongate_upstream_unreadable_failures_total{runtime=%q} = %v, want the failed submit counted", m, got)
+			}
 			s.checkGood(t)
 		})
 	}

@@ -10,12 +10,14 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/sessiongate/sessiongate/gateway/arcptest/hostile"
 	sessiongatev1 "github.com/sessiongate/sessiongate/gen/sessiongate/v1"
 )
 
-// outcome is one caller's RunJob.
+// outcome is one caller's job: its RunJob, or its SubmitJob and WatchJob
+// put in RunJob's shape.
 type outcome struct {
 	token string
 	resp  *sessiongatev1.RunJobResponse
@@ -23,8 +25,10 @@ type outcome struct {
 	took  time.Duration
 }
 
-// batchRound runs k concurrent RunJobs on sid, the i-th with rank perm[i]
-// in a batch of k, and returns each caller's outcome.
+// batchRound runs k concurrent callers on sid, the i-th with rank perm[i]
+// in a batch of k, and returns each caller's outcome. Even callers use
+// RunJob; odd ones SubmitJob and then WatchJob to the job's end, so both
+// ways a result reaches a caller are checked.
 func (s *suite) batchRound(ctx context.Context, sid, tag string, perm []int, callTimeout time.Duration) []outcome {
 	out := make([]outcome, len(perm))
 	var wg sync.WaitGroup
@@ -34,12 +38,42 @@ func (s *suite) batchRound(ctx context.Context, sid, tag string, perm []int, cal
 			cctx, cancel := context.WithTimeout(ctx, callTimeout)
 			defer cancel()
 			start := time.Now()
-			out[i].resp, out[i].err = s.run(cctx, sid, hostile.Input{Token: out[i].token, Batch: len(perm), Rank: perm[i]})
+			in := hostile.Input{Token: out[i].token, Batch: len(perm), Rank: perm[i]}
+			if i%2 == 0 {
+				out[i].resp, out[i].err = s.run(cctx, sid, in)
+			} else {
+				out[i].resp, out[i].err = s.submitAndWatch(cctx, sid, in)
+			}
 			out[i].took = time.Since(start)
 		})
 	}
 	wg.Wait()
 	return out
+}
+
+// submitAndWatch submits a job and watches it to its end; the result comes
+// back as a RunJobResponse.
+func (s *suite) submitAndWatch(ctx context.Context, sid string, in hostile.Input) (*sessiongatev1.RunJobResponse, error) {
+	sub, err := s.cli.SubmitJob(ctx, &sessiongatev1.SubmitJobRequest{SessionId: sid, Agent: "echo", Input: inputValue(in)})
+	if err != nil {
+		return nil, err
+	}
+	w, err := s.cli.WatchJob(ctx, &sessiongatev1.WatchJobRequest{SessionId: sid, JobId: sub.GetJobId()})
+	if err != nil {
+		return nil, err
+	}
+	for {
+		item, err := w.Recv()
+		if err != nil {
+			return nil, err // io.EOF before a terminal is a failure too
+		}
+		if res := item.GetResult(); res != nil {
+			return &sessiongatev1.RunJobResponse{JobId: sub.GetJobId(), Result: res.GetResult(), RawResult: res.GetRawResult()}, nil
+		}
+		if e := item.GetError(); e != nil {
+			return nil, status.Errorf(codes.Aborted, "job %s ended %s: %s: %s", sub.GetJobId(), e.GetFinalStatus(), e.GetCode(), e.GetMessage())
+		}
+	}
 }
 
 // checkRound fails the test unless every caller got its own job, and

@@ -55,8 +55,10 @@
 // and at a275535 (after that correlation, error-mapping and
 // flood fixes).
 //
-// Correlation (every caller's token, job id and result are checked; a
-// caller handed another's job is a MISDELIVERY and fails the test at once):
+// Correlation (half the callers of a round use RunJob, half SubmitJob and
+// WatchJob; every caller's token, job id and result are checked, a caller
+// handed another's job is a MISDELIVERY and fails the test at once, and no
+// job handed to a caller may have been cancelled upstream):
 //
 //	echo              in order, trace ids echoed; Input.Hold: a submit never answered.
 //	                  Asserts: OK, own job (the warm-up of the other modes).

@@ -75,7 +75,11 @@ func TestGarbageAnswers(t *testing.T) {
 // ErrorInfo reason, retryable=true, and the runtime's message.
 func TestRetryableRuntimeErrors(t *testing.T) {
 	s := getSuite(t)
-	for _, m := range []hostile.Mode{hostile.ModeRetryableReject, hostile.ModeRetryableJobError} {
+	for _, c := range []struct {
+		mode hostile.Mode
+		msg  string
+	}{{hostile.ModeRetryableReject, hostile.RetryableMessage}, {hostile.ModeRetryableJobError, hostile.RetryableJobMessage}} {
+		m := c.mode
 		t.Run(string(m), func(t *testing.T) {
 			t.Parallel()
 			ctx := testCtx(t, 30*time.Second)
@@ -89,13 +93,16 @@ func TestRetryableRuntimeErrors(t *testing.T) {
 			if ce.reason != arcp.CodeInternalError || ce.md["retryable"] != "true" {
 				t.Errorf("ErrorInfo reason %q retryable %q, want INTERNAL_ERROR, true", ce.reason, ce.md["retryable"])
 			}
-			if !ce.mentions(hostile.RetryableMessage) {
-				t.Errorf("the runtime's message %q is lost: %v", hostile.RetryableMessage, ce)
+			if !ce.mentions(c.msg) {
+				t.Errorf("the runtime's message %q is lost: %v", c.msg, ce)
 			}
 			if took > 5*time.Second {
 				t.Errorf("took %v", took)
 			}
-			s.checkGood(t)
+			s.checkGood(t) // by now the call's log line is written
+			if lines := s.gw.errorsMentioning(c.msg); len(lines) > 0 {
+				t.Errorf("a retryable runtime error was logged at ERROR: %s", lines[0])
+			}
 		})
 	}
 }

@@ -104,8 +104,9 @@
 //
 //	retryable-reject      session.error{request_id, INTERNAL_ERROR, retryable, RetryableMessage}.
 //	                  Asserts: UNAVAILABLE or ABORTED, reason INTERNAL_ERROR, retryable=true, the
-//	                  message. 4193cb6: INTERNAL (logged at ERROR). a275535: UNAVAILABLE.
-//	retryable-job-error   accept, then job.error{INTERNAL_ERROR, retryable}.
+//	                  message, no ERROR-level log line for it. 4193cb6: INTERNAL, logged at
+//	                  ERROR. a275535: UNAVAILABLE, not logged at ERROR.
+//	retryable-job-error   accept, then job.error{INTERNAL_ERROR, retryable, RetryableJobMessage}.
 //	                  Asserts: as above. 4193cb6 and a275535: ABORTED with all of it.
 //	fatal-session-error   accept, then session.error without request_id (UNAUTHENTICATED,
 //	                  INTERNAL_ERROR or PERMISSION_DENIED; not retryable; FatalMessage), the socket

@@ -160,8 +160,9 @@ type gateway struct {
 	dir   string
 	done  chan struct{} // closed when its log is read to the end
 
-	mu  sync.Mutex
-	log []string // the last lines of its log
+	mu     sync.Mutex
+	log    []string // the last lines of its log
+	errors []string // its ERROR-level lines (the first 1,000)
 }
 
 var (
@@ -213,6 +214,9 @@ func startGateway(ctx context.Context, args []string) (*gateway, error) {
 		for sc.Scan() {
 			line := sc.Text()
 			g.mu.Lock()
+			if strings.Contains(line, `"level":"ERROR"`) && len(g.errors) < 1000 {
+				g.errors = append(g.errors, line)
+			}
 			g.log = append(g.log, line)
 			if len(g.log) > 400 {
 				g.log = g.log[len(g.log)-200:]
@@ -245,6 +249,20 @@ func (g *gateway) tail() string {
 	defer g.mu.Unlock()
 	n := max(len(g.log)-15, 0)
 	return strings.Join(g.log[n:], "\n")
+}
+
+// errorsMentioning returns the gateway's ERROR-level log lines that
+// contain sub.
+func (g *gateway) errorsMentioning(sub string) []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []string
+	for _, l := range g.errors {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // alive reports whether the process is still running.

@@ -38,7 +38,7 @@ const (
 	// {request_id, INTERNAL_ERROR, retryable: true}.
 	ModeRetryableReject Mode = "retryable-reject"
 	// ModeRetryableJobError accepts, then ends the job with job.error
-	// {INTERNAL_ERROR, retryable: true}.
+	// {INTERNAL_ERROR, retryable: true, RetryableJobMessage}.
 	ModeRetryableJobError Mode = "retryable-job-error"
 	// ModeFatal accepts, then ends the session: a session.error without
 	// request_id (Input.FatalCode, default PERMISSION_DENIED; not
@@ -97,6 +97,7 @@ const (
 	ResumeRefusedMessage  = "hostile: resume token revoked 91c2"
 	HandshakeErrorMessage = "hostile: bearer token rejected 44d0"
 	RetryableMessage      = "hostile: overloaded, try again 0b6e"
+	RetryableJobMessage   = "hostile: agent overloaded, run it again 5d21"
 )
 
 // Families of malformed frames (Input.Family in ModeMalformed).

@@ -422,7 +422,7 @@ func (se *session) acceptLocked(p *pending) string {
 func (se *session) runLocked(p *pending, job string) {
 	switch se.mode {
 	case ModeRetryableJobError:
-		se.endLocked(job, arcp.JobError{FinalStatus: arcp.StatusError, Code: arcp.CodeInternalError, Message: RetryableMessage, Retryable: true})
+		se.endLocked(job, arcp.JobError{FinalStatus: arcp.StatusError, Code: arcp.CodeInternalError, Message: RetryableJobMessage, Retryable: true})
 		return
 	case ModeFatal:
 		// The session is over for the runtime: the error, the socket

@@ -1,0 +1,5 @@
+package hostile
+
+// ReadClientFrame exposes the slowloris modes' frame reader to the fuzz
+// test.
+var ReadClientFrame = readClientFrame

@@ -395,11 +395,14 @@ func TestFloodDoesNotEvictWaitingResult(t *testing.T) {
 		size      int
 		watch     bool
 	}{
-		{"result-after-flood", "after", 0, 11000, 200, true},
-		{"result-before-flood", "before", 0, 11000, 200, true},
+		// Watched: 20,000 events, so that a watcher reading nothing
+		// falls more than the session's 10,000 behind even after the
+		// gRPC flow-control windows took their share (it is shed).
+		{"result-after-flood", "after", 0, 20000, 200, true},
+		{"result-before-flood", "before", 0, 20000, 200, true},
 		// The session's buffer is full (by count, by bytes) when the
 		// result comes.
-		{"result-amid-flood", "", 10500, 12000, 200, true},
+		{"result-amid-flood", "", 15000, 20000, 200, true},
 		{"result-amid-flood-unwatched", "", 10500, 12000, 200, false},
 		{"result-amid-large-flood-unwatched", "", 300, 400, 64 << 10, false},
 		{"result-after-flood-unwatched", "after", 0, 11000, 200, false},

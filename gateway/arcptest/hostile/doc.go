@@ -52,8 +52,8 @@
 //
 // For each mode: what the test asserts (what issue 28 asks of the gateway),
 // then what the gateway binary gave at 4193cb6 (before that issue's fixes)
-// and at a275535 (after that issue's correlation, error-mapping and
-// flood fixes).
+// and at 59b17d9 (after that issue's correlation, error-mapping, flood and
+// stray-error fixes; a275535 where it differed).
 //
 // Correlation (half the callers of a round use RunJob, half SubmitJob and
 // WatchJob; every caller's token, job id and result are checked, a caller
@@ -66,27 +66,27 @@
 //	                  every fourth round reversed), each accept echoing its submit's trace id.
 //	                  Asserts: every caller its own job, 1,000 rounds; at least a quarter of the
 //	                  rounds really answered out of arrival order.
-//	                  4193cb6: MISDELIVERY in round 0. a275535: passes (about 750 of 1,000
+//	                  4193cb6: MISDELIVERY in round 0. 59b17d9: passes (about 750 of 1,000
 //	                  rounds out of order, 3 s with -race).
 //	reorder-noecho    the same, accepts without trace ids.
 //	                  Asserts: own jobs, the runtime never holds two unanswered submits of the
-//	                  session, serialized_submits counted. 4193cb6: MISDELIVERY. a275535: passes.
+//	                  session, serialized_submits counted. 4193cb6: MISDELIVERY. 59b17d9: passes.
 //	stray             before each batch's accepts, job.error for a job never accepted (no trace
 //	                  id); every other round in order. Asserts: never a MISDELIVERY (fatal at
 //	                  once); every caller its own job (callers failed by the stray error are
 //	                  counted over all rounds and fail the test at the end).
-//	                  4193cb6: MISDELIVERY in round 1. a275535: no misdelivery in 1,000 rounds,
-//	                  but one caller per round (the FIFO head) fails with INTERNAL "stray error":
-//	                  the core reads a job.error for an unknown job as the head's positional
-//	                  rejection (TS SDK dialect), and the head's own accept is then an orphan.
+//	                  4193cb6: MISDELIVERY in round 1. a275535: no misdelivery, but one caller
+//	                  per round (the FIFO head) failed with INTERNAL "stray error" (read as the
+//	                  head's positional rejection). 59b17d9: passes (the positional rejection
+//	                  waits for a barrier; 0 of about 2,500 callers failed).
 //	stray-traced      the same, the stray carrying a trace id that names no submit.
-//	                  4193cb6: MISDELIVERY. a275535: as stray (100 of 100 rounds).
+//	                  4193cb6: MISDELIVERY. a275535: as stray. 59b17d9: passes.
 //	unanswered-head   A's submit held; B's and C's, written behind it, accepted at once in a
 //	                  random order with their trace ids; the session warmed by one answered
 //	                  submit and replaced every 40 rounds. Asserts: B and C their own jobs
 //	                  within 3 s, A still waiting until its caller gives up (CANCELLED), 1,000
 //	                  rounds. 4193cb6: B waits to its deadline (DEADLINE_EXCEEDED after 9.9 s).
-//	                  a275535: passes.
+//	                  59b17d9: passes.
 //
 // Garbage answers (every submit, resends included):
 //
@@ -97,7 +97,7 @@
 //	                  caller's 20 s deadline, at most 5 garbage answers over at most 6
 //	                  handshakes, unreadable_answers counted on /metrics.
 //	                  4193cb6: DEADLINE_EXCEEDED at 20 s after 20 handshakes (a resume a second).
-//	                  a275535: INTERNAL RUNTIME_PROTOCOL_ERROR "answered this submit with
+//	                  59b17d9: INTERNAL RUNTIME_PROTOCOL_ERROR "answered this submit with
 //	                  unreadable frames again and again" after about 2 s.
 //
 // Runtime errors:
@@ -105,39 +105,39 @@
 //	retryable-reject      session.error{request_id, INTERNAL_ERROR, retryable, RetryableMessage}.
 //	                  Asserts: UNAVAILABLE or ABORTED, reason INTERNAL_ERROR, retryable=true, the
 //	                  message, no ERROR-level log line for it. 4193cb6: INTERNAL, logged at
-//	                  ERROR. a275535: UNAVAILABLE, not logged at ERROR.
+//	                  ERROR. 59b17d9: UNAVAILABLE, not logged at ERROR.
 //	retryable-job-error   accept, then job.error{INTERNAL_ERROR, retryable, RetryableJobMessage}.
-//	                  Asserts: as above. 4193cb6 and a275535: ABORTED with all of it.
+//	                  Asserts: as above. 4193cb6 and 59b17d9: ABORTED with all of it.
 //	fatal-session-error   accept, then session.error without request_id (UNAUTHENTICATED,
 //	                  INTERNAL_ERROR or PERMISSION_DENIED; not retryable; FatalMessage), the socket
 //	                  closed, every resume refused with the same error. Asserts: a definite error
 //	                  within 10 s naming the code and carrying the message.
 //	                  4193cb6: the code, without the message ("could not be resumed (CODE)").
-//	                  a275535: "the runtime ended the session: CODE: message", runtime_code in
+//	                  59b17d9: "the runtime ended the session: CODE: message", runtime_code in
 //	                  ErrorInfo.
 //
 // Resume tricks (the transport is dropped after the first accept):
 //
 //	resume-refused        the resume answered with session.error UNAUTHENTICATED,
 //	                  ResumeRefusedMessage. Asserts: UNAUTHENTICATED and the message.
-//	                  4193cb6: the message lost. a275535: passes.
+//	                  4193cb6: the message lost. 59b17d9: passes.
 //	resume-other-session  the resume welcomed into another session id. Asserts: UNAVAILABLE
 //	                  whose reason is not RESUME_WINDOW_EXPIRED. 4193cb6: RESUME_WINDOW_EXPIRED.
-//	                  a275535: SESSION_LOST {cause: resume_session_mismatch}.
+//	                  59b17d9: SESSION_LOST {cause: resume_session_mismatch}.
 //
 // Handshake attacks (OpenSession; the gateway runs with --init-timeout 3s; every
 // one also asserts that the gateway closes its socket):
 //
 //	handshake-wrong-frame   hello answered with job.accepted. Asserts: UNAVAILABLE within 1.5 s
 //	                  naming job.accepted. 4193cb6: RUNTIME_UNREACHABLE after the full 3 s.
-//	                  a275535: RUNTIME_PROTOCOL_ERROR at once, "job.accepted" instead of
+//	                  59b17d9: RUNTIME_PROTOCOL_ERROR at once, "job.accepted" instead of
 //	                  session.welcome.
 //	handshake-error         session.error UNAUTHENTICATED, HandshakeErrorMessage. Asserts:
 //	                  UNAUTHENTICATED within 1.5 s with the message. Both commits pass.
 //	handshake-unknown-type  hello answered with session.frobnicate.
 //	handshake-garbage       hello answered with invalid JSON.
 //	                  Asserts: UNAVAILABLE within the init timeout + 2 s. 4193cb6: after 3 s.
-//	                  a275535: RUNTIME_PROTOCOL_ERROR at once.
+//	                  59b17d9: RUNTIME_PROTOCOL_ERROR at once.
 //	handshake-silent        hello never answered.
 //	slow-upgrade            the HTTP 101 head dribbled a byte per 100 ms, never ending.
 //	slow-welcome            the welcome frame dribbled a byte per 100 ms (30 s in all).
@@ -154,7 +154,7 @@
 //	heartbeat-huge    heartbeat_interval_sec 1000000000000
 //	                  Asserts: the session opens and runs 20 jobs. 4193cb6: 0.001 refused
 //	                  (RUNTIME_UNREACHABLE "welcome": read as an integer), the others pass.
-//	                  a275535: all pass.
+//	                  59b17d9: all pass.
 //
 // Frames (the gateway runs with --max-frame-bytes 1048576):
 //
@@ -188,9 +188,10 @@
 //	                  flooding job that reads nothing is shed with RESOURCE_EXHAUSTED
 //	                  SLOW_CONSUMER or CAP_EXCEEDED naming that job, or gets every event in
 //	                  order. 4193cb6: with the flooding job unwatched the waiting RunJob fails
-//	                  with RESULT_EVICTED within 1-5 s. a275535: the waiting RunJob gets its
-//	                  result in every variant; a shed watcher's SLOW_CONSUMER still does not
-//	                  name the job (the watched variants fail on that alone).
+//	                  with RESULT_EVICTED within 1-5 s. a275535 and 59b17d9: the waiting RunJob
+//	                  gets its result in every variant; a shed watcher's SLOW_CONSUMER does not
+//	                  name the job (the watched variants, 20,000 events so that the watcher is
+//	                  shed, fail on that alone).
 //
 // Not here: results and events deeper than the client-decodable depth
 // (issue 28's depth part, tested with the depth fix).

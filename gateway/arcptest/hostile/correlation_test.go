@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/sessiongate/sessiongate/gateway/arcptest/hostile"
@@ -164,6 +165,44 @@ func TestReorderedAcceptsEchoed(t *testing.T) {
 	t.Logf("%d rounds, %d answered as a batch out of arrival order", n, st.Reordered-before.Reordered)
 	s.checkGood(t)
 	s.checkNotCancelled(t, owned)
+}
+
+// TestReorderedSharedTrace: concurrent callers that send one W3C trace
+// context (traceparent) on a runtime that echoes trace ids and reorders.
+// The gateway carries the caller's trace id upstream, so it does not tell
+// these submits apart: they must not be pipelined, and every caller gets
+// its own job. Every other round shares a trace id that is the same for the
+// whole test, so earlier rounds' submits carried it too.
+func TestReorderedSharedTrace(t *testing.T) {
+	s := getSuite(t)
+	t.Parallel()
+	sd := seed(t)
+	rng := rand.New(rand.NewPCG(sd, 5))
+	n := rounds(20, 200)
+	ctx := testCtx(t, time.Duration(n)*time.Second+30*time.Second)
+	sid := s.open(t, ctx, hostile.ModeReorder)
+	s.warm(t, ctx, sid)
+	constant := newTraceID(rng)
+	var owned []string
+	before := s.counter(t, "serialized_submits", hostile.ModeReorder)
+	for r := range n {
+		trace := constant
+		if r%2 == 0 {
+			trace = newTraceID(rng)
+		}
+		tp := fmt.Sprintf("00-%s-%016x-01", trace, rng.Uint64()|1)
+		rctx := metadata.AppendToOutgoingContext(ctx, "traceparent", tp)
+		s.checkRound(t, r, sd, s.batchRound(rctx, sid, fmt.Sprintf("r%d", r), permFor(rng, r, 2+rng.IntN(2)), 10*time.Second), &owned)
+	}
+	if got := s.counter(t, "serialized_submits", hostile.ModeReorder) - before; got < float64(n) {
+		t.Errorf("serialized_submits grew by %v over %d rounds of submits sharing a trace id", got, n)
+	}
+	s.checkGood(t)
+	s.checkNotCancelled(t, owned)
+}
+
+func newTraceID(rng *rand.Rand) string {
+	return fmt.Sprintf("%016x%016x", rng.Uint64()|1, rng.Uint64())
 }
 
 // TestReorderedAcceptsNoEcho: the same with accepts that carry no trace

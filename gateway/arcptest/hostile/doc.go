@@ -68,6 +68,10 @@
 //	                  rounds really answered out of arrival order.
 //	                  4193cb6: MISDELIVERY in round 0. 59b17d9: passes (about 750 of 1,000
 //	                  rounds out of order, 3 s with -race).
+//	                  The same with 20 rounds of callers that share one traceparent (every
+//	                  other round a trace id shared by the whole test): the gateway carries the
+//	                  caller's trace upstream, so it must not pipeline them (serialized_submits
+//	                  counted). 4193cb6: MISDELIVERY. 59b17d9: passes.
 //	reorder-noecho    the same, accepts without trace ids.
 //	                  Asserts: own jobs, the runtime never holds two unanswered submits of the
 //	                  session, serialized_submits counted. 4193cb6: MISDELIVERY. 59b17d9: passes.

@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sessiongate/sessiongate/gateway/arcp"
 	"github.com/sessiongate/sessiongate/gateway/arcptest/hostile"
@@ -395,14 +397,14 @@ func TestFloodDoesNotEvictWaitingResult(t *testing.T) {
 		size      int
 		watch     bool
 	}{
-		// Watched: 20,000 events, so that a watcher reading nothing
+		// Watched: 12,000 events, so that a watcher reading nothing
 		// falls more than the session's 10,000 behind even after the
-		// gRPC flow-control windows took their share (it is shed).
-		{"result-after-flood", "after", 0, 20000, 200, true},
-		{"result-before-flood", "before", 0, 20000, 200, true},
+		// flow-control windows took their share (it is shed).
+		{"result-after-flood", "after", 0, 12000, 200, true},
+		{"result-before-flood", "before", 0, 12000, 200, true},
 		// The session's buffer is full (by count, by bytes) when the
 		// result comes.
-		{"result-amid-flood", "", 15000, 20000, 200, true},
+		{"result-amid-flood", "", 10500, 12000, 200, true},
 		{"result-amid-flood-unwatched", "", 10500, 12000, 200, false},
 		{"result-amid-large-flood-unwatched", "", 300, 400, 64 << 10, false},
 		{"result-after-flood-unwatched", "after", 0, 11000, 200, false},
@@ -438,7 +440,16 @@ func TestFloodDoesNotEvictWaitingResult(t *testing.T) {
 			if v.watch {
 				wctx, stopWatch := context.WithCancel(ctx)
 				defer stopWatch()
-				if watch, err = s.cli.WatchJob(wctx, &sessiongatev1.WatchJobRequest{SessionId: sid, JobId: sub.GetJobId()}); err != nil {
+				// A connection of its own with fixed 64 KiB flow-control
+				// windows (no BDP growth): a watcher that reads nothing
+				// holds back all but about 200 events.
+				conn, err := grpc.NewClient(s.gw.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+					grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer conn.Close()
+				if watch, err = sessiongatev1.NewSessionGatewayClient(conn).WatchJob(wctx, &sessiongatev1.WatchJobRequest{SessionId: sid, JobId: sub.GetJobId()}); err != nil {
 					t.Fatalf("WatchJob: %v", err)
 				}
 			}

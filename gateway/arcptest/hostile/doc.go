@@ -194,8 +194,8 @@
 //	                  order. 4193cb6: with the flooding job unwatched the waiting RunJob fails
 //	                  with RESULT_EVICTED within 1-5 s. a275535 and 59b17d9: the waiting RunJob
 //	                  gets its result in every variant; a shed watcher's SLOW_CONSUMER does not
-//	                  name the job (the watched variants, 20,000 events so that the watcher is
-//	                  shed, fail on that alone).
+//	                  name the job (the watched variants, whose watcher reads nothing through
+//	                  fixed 64 KiB flow-control windows and so is shed, fail on that alone).
 //
 // Not here: results and events deeper than the client-decodable depth
 // (issue 28's depth part, tested with the depth fix).

@@ -2,7 +2,6 @@ package hostile
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -280,5 +279,3 @@ func (c *wsConn) write(data []byte) error {
 
 // drop ends the connection abruptly (no close frame), as a crash would.
 func (c *wsConn) drop() { c.cancel() }
-
-var errClosed = errors.New("hostile: connection closed")

@@ -10,6 +10,10 @@
 //	go run ./cmd/gateway-bench -check     # exit 1 when any target is missed
 //	go run ./cmd/gateway-bench -summarize run*.json  # median and range of several -json runs
 //
+// It runs from any working directory: section 9b's replicas are
+// -gateway-bin (or $SESSIONGATE_GATEWAY_BIN), else cmd/gateway built from
+// the module this command was built from.
+//
 // # What is measured
 //
 //  1. ARCP direct: an upstream.Conn (the gateway's own ARCP client, with the
@@ -244,10 +248,13 @@ type config struct {
 	// measured as a point of its own after 3 (pointProfile).
 	PointProfiles string
 	MemProfile    string
-	Trace         string    // prefix of the execution traces of the interleaved serial sets ("" = none)
-	RuntimeCmd    []string  // the runtime child's command line
-	Progress      io.Writer // progress lines; nil discards them
-	GatewayLog    io.Writer // the gateway's log; nil discards it
+	Trace         string   // prefix of the execution traces of the interleaved serial sets ("" = none)
+	RuntimeCmd    []string // the runtime child's command line
+	// GatewayBin is the gateway binary of section 9b ("": built from this
+	// module, see gatewayBinary).
+	GatewayBin string
+	Progress   io.Writer // progress lines; nil discards them
+	GatewayLog io.Writer // the gateway's log; nil discards it
 }
 
 // settleWarmup is the least time an interleaved serial set warms up (past
@@ -322,6 +329,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&o.cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the gateway's concurrent points, sections 5 and 9a, and section 6's in-process figure to `file`")
 	fs.StringVar(&o.cfg.PointProfiles, "point-profiles", "", "write a CPU profile of each of three concurrent points, the measured calls only: section 1's to `prefix`-1-direct.pprof, 3's to prefix-3-runjob.pprof, and the bare proxy's, measured as a point of its own after 3, to prefix-floor-proxy.pprof (not with -cpuprofile)")
 	fs.StringVar(&o.cfg.MemProfile, "memprofile", "", "write a heap profile with the most sessions open to `file`")
+	fs.StringVar(&o.cfg.GatewayBin, "gateway-bin", "", "the gateway binary section 9b runs as its three replicas (default: $SESSIONGATE_GATEWAY_BIN, else cmd/gateway built from this module's source, from any working directory)")
 	fs.StringVar(&o.cfg.Trace, "trace", "", "write execution traces of the interleaved serial sets to `prefix`-serial.trace (1-3) and prefix-9a.trace, for go tool trace")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -345,6 +353,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	}
 	c := modeConfig(mode)
 	c.CPUProfile, c.PointProfiles, c.MemProfile, c.Trace = o.cfg.CPUProfile, o.cfg.PointProfiles, o.cfg.MemProfile, o.cfg.Trace
+	c.GatewayBin = o.cfg.GatewayBin
 	c.GCMinHeapMiB = gcMin
 	c.ProcsTuner = procsTuner
 	if clientWindow < math.MinInt32 || clientWindow > math.MaxInt32 {

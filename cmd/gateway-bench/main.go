@@ -237,7 +237,7 @@ type config struct {
 	Tombstones           int
 	InterceptorOps       int  // calls per round in section 8
 	GCMinHeapMiB         int  // gateway/gctuner's least heap goal; 0 = Go's defaults
-	ProcsTuner           bool // run gateway/proctuner, as cmd/gateway does by default
+	ProcsTuner           bool // run gateway/proctuner, as cmd/gateway --procs-tuner does (opt-in there too)
 	// ClientWindowBytes is the callers' HTTP/2 flow-control window, as
 	// client.WithWindowBytes takes it (0: the Go client's default, fixed;
 	// negative: grpc-go's dynamic window and its bandwidth probe).
@@ -266,7 +266,7 @@ const settleWarmup = 2 * time.Second
 
 // modeConfig returns the defaults of a mode.
 func modeConfig(mode string) config {
-	c := config{Mode: mode, Concurrency: 64, WorkersPerConn: 16, GCMinHeapMiB: gctuner.DefaultMinHeapMiB, ProcsTuner: true}
+	c := config{Mode: mode, Concurrency: 64, WorkersPerConn: 16, GCMinHeapMiB: gctuner.DefaultMinHeapMiB}
 	switch mode {
 	case "short":
 		c.Point, c.Warmup = bounds{duration: time.Second, maxCalls: 2_000_000}, bounds{duration: 300 * time.Millisecond, maxCalls: 2_000_000}
@@ -324,7 +324,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.IntVar(&tombs, "tombstones", 0, "tombstone entries of section 7 (default 1000000, 100000 with -short)")
 	fs.IntVar(&icptOps, "interceptor-iterations", 0, "calls per round in section 8 (default 1000000, 200000 with -short)")
 	fs.IntVar(&gcMin, "gc-min-heap-mib", gctuner.DefaultMinHeapMiB, "the garbage collector's least heap goal for this process, as cmd/gateway's --gc-min-heap-mib (0: Go's defaults)")
-	fs.BoolVar(&procsTuner, "procs-tuner", true, "run this process's GOMAXPROCS as cmd/gateway's --procs-tuner does (one P while no goroutine waits for one); false: Go's default")
+	fs.BoolVar(&procsTuner, "procs-tuner", false, "run this process's GOMAXPROCS as cmd/gateway's opt-in --procs-tuner does (one P while no goroutine waits for one); off, as cmd/gateway's default: Go's default")
 	fs.IntVar(&clientWindow, "client-window-bytes", 0, "the callers' HTTP/2 flow-control window, for every gRPC service measured, as the Go client's WithWindowBytes takes it (0: its default, a fixed 1 MiB; -1: grpc-go's dynamic window, whose bandwidth probe sends a PING per call at concurrency 1)")
 	fs.StringVar(&o.cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the gateway's concurrent points, sections 5 and 9a, and section 6's in-process figure to `file`")
 	fs.StringVar(&o.cfg.PointProfiles, "point-profiles", "", "write a CPU profile of each of three concurrent points, the measured calls only: section 1's to `prefix`-1-direct.pprof, 3's to prefix-3-runjob.pprof, and the bare proxy's, measured as a point of its own after 3, to prefix-floor-proxy.pprof (not with -cpuprofile)")

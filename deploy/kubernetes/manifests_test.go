@@ -28,7 +28,8 @@ import (
 // unknown or misspelt field fails) into its API type, and the gateway's
 // containers are held to what the gateway needs:
 //   - every SESSIONGATE_* / TIMEOUTPROFILE_* / OTEL_* variable is one the
-//     gateway's flag set reads (from `gateway --help`);
+//     gateway's flag set reads (from `gateway --help`) and has a row in the
+//     README's Configuration table;
 //   - the cluster secret, directory keys and tokens come from Secrets
 //     (secretKeyRef), never inline, and no Secret is committed;
 //   - startup, readiness and liveness probes are gRPC probes on the gRPC
@@ -333,6 +334,12 @@ func TestManifests(t *testing.T) {
 			t.Errorf("%s: Secret %s has its data inline; Secrets are created apart (README.md here)", o.file, s.Name)
 		}
 	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, configTable, _ := strings.Cut(string(readme), "\n## Configuration\n")
+	configTable, _, _ = strings.Cut(configTable, "\n## ")
 	for _, gw := range gws {
 		t.Run(gw.workload, func(t *testing.T) {
 			c := gw.c
@@ -343,6 +350,9 @@ func TestManifests(t *testing.T) {
 				if strings.HasPrefix(e.Name, "SESSIONGATE_") || strings.HasPrefix(e.Name, "TIMEOUTPROFILE_") || strings.HasPrefix(e.Name, "OTEL_") {
 					if _, ok := g.envs[e.Name]; !ok {
 						t.Errorf("%s: %s is not a variable of any gateway flag", gw.file, e.Name)
+					}
+					if !strings.Contains(configTable, "`"+e.Name+"`") {
+						t.Errorf("%s: %s has no row in the README's Configuration table", gw.file, e.Name)
 					}
 				}
 			}

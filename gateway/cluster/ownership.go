@@ -563,6 +563,12 @@ func (o *Ownership) TokenWork(id string) Work {
 	return Work{ID: id, Kind: WriteToken, Epoch: o.Epoch(id), gen: o.gen}
 }
 
+// ClaimWork is the claim of a session made outside Due (at once, when
+// OpenSession registers it); its result goes to Wrote like any other.
+func (o *Ownership) ClaimWork(id string) Work {
+	return Work{ID: id, Kind: Claim, gen: o.gen}
+}
+
 // ConfirmWork is an epoch-checked write made outside Due (an acked seq);
 // its result goes to Wrote like any other.
 func (o *Ownership) ConfirmWork(id string) Work {

@@ -54,9 +54,12 @@ redis.call('PEXPIRE', KEYS[1], ARGV[5])
 return {'OK'}
 `)
 
-// Takeover: ARGV me, lease prefix, ttl_ms.
-// Replies {'OK', previous owner, record...} or {'OWNED', owner, addr}.
+// Takeover: ARGV me, lease prefix, ttl_ms, marker key, marker expected
+// ("" = not checked). Replies {'OK', previous owner, record...},
+// {'OWNED', owner, addr} or {'FLUSHED'} (the marker is not the one
+// expected: every lease may have been flushed).
 var takeoverScript = redis.NewScript(luaLib + `
+if ARGV[5] ~= '' and redis.call('GET', ARGV[4]) ~= ARGV[5] then return {'FLUSHED'} end
 local prev = redis.call('HGET', KEYS[1], 'owner')
 if not prev then return {'NOTFOUND'} end
 if prev ~= '' and prev ~= ARGV[1] then
@@ -93,11 +96,18 @@ redis.call('DEL', KEYS[1])
 return {'OK'}
 `)
 
-// Get (read-only): ARGV lease prefix.
-// Replies {'OK', record..., owner's lease addr or false, record pttl}.
-var getScript = redis.NewScript(`#!lua flags=no-writes
+// Get (read-only): ARGV lease prefix, marker key.
+// Replies {'OK', record..., owner's lease addr or false, record pttl}, or
+// {'NOTFOUND', marker age in ms or -1 when there is no marker}.
+var getScript = redis.NewScript("#!lua flags=no-writes\n" + luaLib + `
 local r = redis.call('HMGET', KEYS[1], ` + luaFields + `)
-if not r[1] then return {'NOTFOUND'} end
+if not r[1] then
+  local m = redis.call('GET', ARGV[2])
+  if not m then return {'NOTFOUND', '-1'} end
+  local at = string.match(m, ':(%d+)$')
+  if not at then return {'NOTFOUND', '0'} end
+  return {'NOTFOUND', tostring(tonumber(now_ms()) - tonumber(at))}
+end
 local addr = false
 if r[1] ~= '' then addr = redis.call('HGET', ARGV[1] .. r[1], 'addr') end
 table.insert(r, 1, 'OK')
@@ -178,4 +188,50 @@ var ownerScript = redis.NewScript(`#!lua flags=no-writes
 local v = redis.call('HMGET', KEYS[1], 'addr', 'started_ms')
 if not v[1] then return {} end
 return {v[1], v[2] or '0', redis.call('PTTL', KEYS[1])}
+`)
+
+// Marker: KEYS[1] marker key; ARGV a fresh random id. Returns the
+// directory's incarnation marker "<id>:<created_ms>", creating it when
+// missing (the first replica to look after a flush or an empty restart).
+var markerScript = redis.NewScript(luaLib + `
+local m = redis.call('GET', KEYS[1])
+if m then return m end
+m = ARGV[1] .. ':' .. now_ms()
+redis.call('SET', KEYS[1], m)
+return m
+`)
+
+// Restore: re-create a record a flushed directory lost. ARGV me, epoch,
+// caller, runtime, upstream, sealed token, seq, ttl_ms. Creates it, or
+// replaces one at a lower epoch (the higher epoch wins: a stale owner that
+// restored first is fenced at its next write); {'OK'} also when the record
+// is already ours at epoch; else {'FENCED', owner, epoch}.
+var restoreScript = redis.NewScript(luaLib + `
+local v = redis.call('HMGET', KEYS[1], 'owner', 'epoch')
+if v[1] and v[1] == ARGV[1] and v[2] == ARGV[2] then return {'OK'} end
+if v[1] and not gt(ARGV[2], v[2]) then return {'FENCED', v[1], v[2]} end
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'epoch', ARGV[2], 'caller', ARGV[3], 'runtime', ARGV[4],
+  'upstream', ARGV[5], 'token', ARGV[6], 'seq', ARGV[7], 'updated_ms', now_ms())
+redis.call('PEXPIRE', KEYS[1], ARGV[8])
+return {'OK'}
+`)
+
+// Peers (read-only): ARGV registry key, lease prefix. Replies {instance,
+// lease pttl (-2: none), ...} for every replica in the registry.
+var peersScript = redis.NewScript(`#!lua flags=no-writes
+local out = {}
+for _, inst in ipairs(redis.call('SMEMBERS', ARGV[1])) do
+  table.insert(out, inst)
+  table.insert(out, tostring(redis.call('PTTL', ARGV[2] .. inst)))
+end
+return out
+`)
+
+// Lease probe (read-only): KEYS[1] lease key. Replies {incarnation, pttl}
+// or {}.
+var leaseProbeScript = redis.NewScript(`#!lua flags=no-writes
+local inc = redis.call('HGET', KEYS[1], 'incarnation')
+if not inc then return {} end
+return {inc, tostring(redis.call('PTTL', KEYS[1]))}
 `)

@@ -194,6 +194,11 @@ func Open(ctx context.Context, rawURL string, cfg Config) (*Directory, error) {
 		_ = d.rdb.Close()
 		return nil, err
 	}
+	// The marker as of now: a later one means Redis lost its data since.
+	if _, err := d.Marker(ctx); err != nil {
+		_ = d.rdb.Close()
+		return nil, err
+	}
 	return d, nil
 }
 

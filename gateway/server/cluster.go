@@ -201,6 +201,9 @@ func newClusterState(cfg ClusterConfig, self string, table *session.Table[*upstr
 	}
 	c.selfHints = c.hints(self, "")
 	c.core = cluster.NewOwnership(cluster.OwnershipConfig{Self: self, LeaseTTL: cfg.Directory.LeaseTTL()})
+	// The directory's marker as Open read it: any other one later is a
+	// flush, even one that happens before the loop's first tick.
+	c.core.MarkerSeen(time.Now(), cfg.Directory.LastMarker())
 	c.healthy.Store(true)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	return c

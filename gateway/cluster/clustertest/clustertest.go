@@ -276,6 +276,43 @@ func (c *Cluster) StopRedis() {
 	}
 }
 
+// FreezeRedis stops redis-server with SIGSTOP (a stall: connections stay
+// open, nothing is answered); ThawRedis continues it (SIGCONT).
+func (c *Cluster) FreezeRedis() { c.signalRedis(syscall.SIGSTOP) }
+
+// ThawRedis continues a frozen redis-server.
+func (c *Cluster) ThawRedis() { c.signalRedis(syscall.SIGCONT) }
+
+func (c *Cluster) signalRedis(sig os.Signal) {
+	if p := c.redis; p != nil {
+		_ = p.cmd.Process.Signal(sig)
+	}
+}
+
+// RedisCommand sends one command to redis-server (RESP over its socket)
+// and returns the first line of the reply (e.g. "+OK" for FLUSHALL).
+func (c *Cluster) RedisCommand(ctx context.Context, args ...string) (string, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", c.RedisSock)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := conn.Write([]byte(b.String())); err != nil {
+		return "", err
+	}
+	l, err := bufio.NewReader(conn).ReadString('\n')
+	return strings.TrimSpace(l), err
+}
+
 // StartRedis starts redis-server on the cluster's socket and waits for it.
 func (c *Cluster) StartRedis(ctx context.Context) error {
 	if c.redis != nil {

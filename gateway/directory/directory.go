@@ -123,6 +123,8 @@ type Directory struct {
 	registryKey string // <prefix>replicas: instances that held a lease
 	releasesKey string // <prefix>releases: counts Releases
 	markerKey   string // <prefix>incarnation: the directory's incarnation marker
+	ownedPrefix string // <prefix>owned:<instance>: the owner index, a set of session ids per replica
+	releasedKey string // <prefix>released: the set of released session ids
 	scanPattern string
 	started     time.Time
 	counters    *Counters
@@ -186,6 +188,8 @@ func Open(ctx context.Context, rawURL string, cfg Config) (*Directory, error) {
 		registryKey: cfg.Prefix + "replicas",
 		releasesKey: cfg.Prefix + "releases",
 		markerKey:   cfg.Prefix + "incarnation",
+		ownedPrefix: cfg.Prefix + "owned:",
+		releasedKey: cfg.Prefix + "released",
 		scanPattern: globEscape(cfg.Prefix+"session:") + "*",
 		started:     time.Now(),
 		counters:    cfg.Counters,
@@ -259,7 +263,7 @@ func (d *Directory) Claim(ctx context.Context, s Session) (epoch uint64, err err
 	err = d.do(ctx, "claim", func(ctx context.Context) error {
 		res, err := claimScript.Run(ctx, d.rdb, []string{d.sessKey(s.ID)},
 			d.cfg.Instance, s.Caller, s.Runtime, s.UpstreamSessionID, d.sealToken(s.ID, s.ResumeToken),
-			strconv.FormatUint(s.AckedSeq, 10), d.cfg.SessionTTL.Milliseconds()).StringSlice()
+			strconv.FormatUint(s.AckedSeq, 10), d.cfg.SessionTTL.Milliseconds(), d.ownedPrefix, s.ID).StringSlice()
 		v = verdictOf(res)
 		return err
 	})
@@ -310,7 +314,8 @@ func (d *Directory) Takeover(ctx context.Context, sessionID string) (Record, err
 	var res []any
 	err := d.do(ctx, "takeover", func(ctx context.Context) (err error) {
 		res, err = takeoverScript.Run(ctx, d.rdb, []string{d.sessKey(sessionID)},
-			d.cfg.Instance, d.leasePrefix, d.cfg.SessionTTL.Milliseconds(), d.markerKey, d.LastMarker()).Slice()
+			d.cfg.Instance, d.leasePrefix, d.cfg.SessionTTL.Milliseconds(), d.markerKey, d.LastMarker(),
+			d.ownedPrefix, d.releasedKey, sessionID).Slice()
 		return err
 	})
 	if err != nil {
@@ -351,7 +356,8 @@ func (d *Directory) Release(ctx context.Context, sessionID string, epoch uint64)
 	var res []string
 	err := d.do(ctx, "release", func(ctx context.Context) (err error) {
 		res, err = releaseScript.Run(ctx, d.rdb, []string{d.sessKey(sessionID)},
-			d.cfg.Instance, strconv.FormatUint(epoch, 10), d.cfg.SessionTTL.Milliseconds(), d.releasesKey).StringSlice()
+			d.cfg.Instance, strconv.FormatUint(epoch, 10), d.cfg.SessionTTL.Milliseconds(), d.releasesKey,
+			d.ownedPrefix, d.releasedKey, sessionID).StringSlice()
 		return err
 	})
 	if err != nil {
@@ -367,7 +373,7 @@ func (d *Directory) Delete(ctx context.Context, sessionID string, epoch uint64) 
 	var res []string
 	err := d.do(ctx, "delete", func(ctx context.Context) (err error) {
 		res, err = deleteScript.Run(ctx, d.rdb, []string{d.sessKey(sessionID)},
-			d.cfg.Instance, strconv.FormatUint(epoch, 10)).StringSlice()
+			d.cfg.Instance, strconv.FormatUint(epoch, 10), d.ownedPrefix, sessionID).StringSlice()
 		return err
 	})
 	if err != nil {
@@ -795,7 +801,11 @@ func (d *Directory) Marker(ctx context.Context) (string, error) {
 	var id [8]byte
 	_, _ = rand.Read(id[:])
 	err := d.do(ctx, "marker", func(ctx context.Context) (err error) {
-		m, err = markerScript.Run(ctx, d.rdb, []string{d.markerKey}, hex.EncodeToString(id[:])).Text()
+		lost := ""
+		if d.LastMarker() != "" {
+			lost = "r"
+		}
+		m, err = markerScript.Run(ctx, d.rdb, []string{d.markerKey}, hex.EncodeToString(id[:]), lost).Text()
 		return err
 	})
 	if err != nil {
@@ -822,7 +832,8 @@ func (d *Directory) Restore(ctx context.Context, s Session, epoch uint64) error 
 	err := d.do(ctx, "restore", func(ctx context.Context) (err error) {
 		res, err = restoreScript.Run(ctx, d.rdb, []string{d.sessKey(s.ID)},
 			d.cfg.Instance, strconv.FormatUint(epoch, 10), s.Caller, s.Runtime, s.UpstreamSessionID,
-			d.sealToken(s.ID, s.ResumeToken), strconv.FormatUint(s.AckedSeq, 10), d.cfg.SessionTTL.Milliseconds()).StringSlice()
+			d.sealToken(s.ID, s.ResumeToken), strconv.FormatUint(s.AckedSeq, 10), d.cfg.SessionTTL.Milliseconds(),
+			d.ownedPrefix, s.ID).StringSlice()
 		return err
 	})
 	if err != nil {
@@ -901,4 +912,31 @@ func (d *Directory) CheckInstance(ctx context.Context) error {
 		}
 		ttl, last = ttl2, ttl2
 	}
+}
+
+// OrphansOf returns the sessions that may be taken over from the given
+// replicas (their lease is gone, as the caller judged) and every released
+// session, from the owner index the scripts keep: O(orphans), not
+// O(records). Stale index entries are dropped on the way, and a replica
+// with no lease and nothing left leaves the registry.
+func (d *Directory) OrphansOf(ctx context.Context, instances []string) ([]Orphan, error) {
+	args := []any{d.sessPrefix, d.ownedPrefix, d.releasedKey, d.leasePrefix, d.registryKey}
+	for _, inst := range instances {
+		args = append(args, inst)
+	}
+	var res []string
+	err := d.do(ctx, "orphans", func(ctx context.Context) (err error) {
+		res, err = orphansIndexScript.Run(ctx, d.rdb, nil, args...).StringSlice()
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Orphan, 0, len(res)/3)
+	for i := 0; i+2 < len(res); i += 3 {
+		e, _ := strconv.ParseUint(res[i+2], 10, 64)
+		out = append(out, Orphan{SessionID: res[i], Owner: res[i+1], Epoch: e})
+	}
+	d.counters.OrphanChecks.Add(1)
+	return out, nil
 }

@@ -2,14 +2,22 @@ package main
 
 import (
 	"context"
+	"flag"
+	"io"
+	"net/http"
 	"os/exec"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sessiongate/sessiongate/gateway/cluster/clustertest"
 	sessiongatev1 "github.com/sessiongate/sessiongate/gen/sessiongate/v1"
 )
 
@@ -169,4 +177,125 @@ func TestClusterDuplicateInstanceRefused(t *testing.T) {
 	if !strings.Contains(string(out), "held by a live process") {
 		t.Fatalf("a second gw-1 failed, but not because the instance id is live: %v\n%s", err, tail(string(out), 2000))
 	}
+}
+
+var flagTakeoverSessions = flag.Int("cluster.takeover-sessions", 300, "sessions on the SIGKILLed replica in TestClusterKillTakeoverAtScale (the issue's figure: 3000)")
+
+// TestClusterKillTakeoverAtScale: the owner of N sessions is SIGKILLed; the
+// survivors take them all over within lease TTL + 1 s (the owner index
+// makes it O(orphans); takeovers run in parallel, bounded). It prints the
+// time to the last takeover and the directory operations the survivors
+// made meanwhile.
+func TestClusterKillTakeoverAtScale(t *testing.T) {
+	n := *flagTakeoverSessions
+	ctx := testContext(t, 300*time.Second)
+	c, gws := startCluster(t, ctx, "--max-sessions-per-caller", strconv.Itoa(2*n))
+	sids := make([]string, n)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	next := make(chan int, n)
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				resp, err := gws[0].OpenSession(ctx, &sessiongatev1.OpenSessionRequest{ClientName: "scale"})
+				if err != nil {
+					errs <- err
+					return
+				}
+				sids[i] = resp.GetSessionId()
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	// Every session recorded as gw-1's.
+	waitOwners(t, ctx, gws[1], sids, func(inst string, live bool) bool { return inst == "gw-1" && live }, time.Minute)
+	opsBefore := directoryOps(t, ctx, c, 1) + directoryOps(t, ctx, c, 2)
+	probesBefore := statusProbes.Load()
+	c.Kill(0)
+	killed := time.Now()
+	took := waitOwners(t, ctx, gws[1], sids, func(inst string, live bool) bool { return inst != "gw-1" && inst != "" && live }, time.Minute)
+	ops := directoryOps(t, ctx, c, 1) + directoryOps(t, ctx, c, 2) - opsBefore
+	probes := statusProbes.Load() - probesBefore
+	t.Logf("SIGKILL with %d sessions: all taken over %v after the kill (lease TTL %v); survivors' directory ops meanwhile: %.0f, of which %d this test's status probes: %.0f for the takeovers (%.1f per session)",
+		n, took.Round(10*time.Millisecond), c.LeaseTTL, ops, probes, ops-float64(probes), (ops-float64(probes))/float64(n))
+	_ = killed
+	if took > c.LeaseTTL+time.Second {
+		t.Errorf("the last session was taken over %v after the kill, want ≤ lease TTL + 1 s (%v)", took, c.LeaseTTL+time.Second)
+	}
+	for _, sid := range sids[:min(n, 20)] {
+		if _, err := echo(ctx, gws[2], sid); err != nil {
+			t.Errorf("RunJob after the takeover: %v", err)
+		}
+	}
+}
+
+var statusProbes atomic.Int64
+
+// waitOwners polls the status of every session through gw until ok holds
+// for each; it returns how long that took.
+func waitOwners(t *testing.T, ctx context.Context, gw sessiongatev1.SessionGatewayClient, sids []string, ok func(string, bool) bool, limit time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	pending := slices.Clone(sids)
+	for len(pending) > 0 {
+		var still []string
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		ch := make(chan string, len(pending))
+		for _, s := range pending {
+			ch <- s
+		}
+		close(ch)
+		for range 16 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for sid := range ch {
+					st, err := gw.GetSessionStatus(ctx, &sessiongatev1.GetSessionStatusRequest{SessionId: sid})
+					statusProbes.Add(1)
+					if err != nil || !ok(st.GetInstanceId(), st.GetPhase() == sessiongatev1.SessionPhase_SESSION_PHASE_READY) {
+						mu.Lock()
+						still = append(still, sid)
+						mu.Unlock()
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		pending = still
+		if time.Since(start) > limit {
+			t.Fatalf("%d of %d sessions not there after %v", len(pending), len(sids), limit)
+		}
+	}
+	return time.Since(start)
+}
+
+// directoryOps reads sessiongate_directory_ops_total (or 0) from replica i's
+// admin /metrics.
+func directoryOps(t *testing.T, ctx context.Context, c *clustertest.Cluster, i int) float64 {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+c.Replicas[i].Admin+"/metrics", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "sessiongate_directory_ops_total ") {
+			v, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimPrefix(l, "sessiongate_directory_ops_total ")), 64)
+			return v
+		}
+	}
+	return 0
 }

@@ -788,6 +788,9 @@ func globEscape(s string) string {
 // restore their records at once.
 func (d *Directory) recoverWindow() time.Duration { return 2*d.cfg.LeaseTTL + 2*time.Second }
 
+// OrphanScanEvery is Config.OrphanScanEvery.
+func (d *Directory) OrphanScanEvery() time.Duration { return d.cfg.OrphanScanEvery }
+
 // LeaseTTL is the lifetime of a replica's lease.
 func (d *Directory) LeaseTTL() time.Duration { return d.cfg.LeaseTTL }
 

@@ -60,7 +60,8 @@ type ClusterConfig struct {
 	// SessionTTL.
 	RefreshEvery time.Duration
 	// SweepEvery is the period of the orphan sweep that adopts sessions
-	// whose owner is gone or that were handed off (default 1 s).
+	// whose owner is gone or that were handed off (default 250 ms; a
+	// sweep costs two read scripts, O(replicas), plus O(orphans)).
 	SweepEvery time.Duration
 	// HandoffGrace bounds how long Shutdown lets in-flight unary calls
 	// finish before it hands the sessions off (default 5 s, and never past
@@ -88,7 +89,7 @@ func (c *ClusterConfig) setDefaults() {
 	def(&c.AckEvery, 250*time.Millisecond)
 	def(&c.AckLag, 2*time.Second)
 	def(&c.RefreshEvery, 60*time.Second)
-	def(&c.SweepEvery, time.Second)
+	def(&c.SweepEvery, 250*time.Millisecond)
 	def(&c.HandoffGrace, 5*time.Second)
 	def(&c.OwnerCacheTTL, 2*time.Second)
 }
@@ -165,7 +166,10 @@ type clusterState struct {
 	leaseUntil    time.Time // guarded by coreMu: LeaseValidUntil last fed to the core
 
 	// Owned by the loop goroutine.
-	statsSeen cluster.Stats // core stats already exported
+	statsSeen  cluster.Stats        // core stats already exported
+	selfSweeps int                  // sweeps that looked up this instance's own index
+	orphanSeen map[string]time.Time // orphans of the last sweep, by session id: when first seen
+	walked     time.Time            // last keyspace walk (Orphans)
 }
 
 // owned is a session this replica owns (or is about to claim).
@@ -725,27 +729,63 @@ func (c *clusterState) sweep(ctx context.Context) {
 		return
 	}
 	now := time.Now()
-	seen := make([]cluster.PeerLease, len(peers))
+	leases := make([]cluster.PeerLease, len(peers))
 	for i, p := range peers {
-		seen[i] = cluster.PeerLease{Instance: p.Instance, Live: p.Live, TTLLeft: p.TTLLeft}
+		leases[i] = cluster.PeerLease{Instance: p.Instance, Live: p.Live, TTLLeft: p.TTLLeft}
 	}
 	var dead []string
 	c.withCore(func(core *cluster.Ownership) {
-		core.PeersSeen(now, seen)
+		core.PeersSeen(now, leases)
 		dead = core.Dead(now)
 	})
-	orphans, err := c.dir.Orphans(ctx, 0)
+	// The owner index: the released sessions and those of the replicas
+	// judged gone (and, in the first sweeps after the start, this
+	// instance's own: records a previous process with this id left).
+	look := dead
+	if c.selfSweeps < selfSweeps {
+		c.selfSweeps++
+		look = append(slices.Clone(dead), c.self)
+	}
+	orphans, err := c.dir.OrphansOf(ctx, look)
 	c.observe(err)
 	if err != nil {
 		c.m.dirErrors.WithLabelValues("orphans").Inc()
 		return
 	}
-	var todo []directory.Orphan
-	for _, o := range orphans {
-		if o.Owner == "" || o.Owner == c.self || slices.Contains(dead, o.Owner) {
-			todo = append(todo, o)
+	if now.Sub(c.walked) >= c.dir.OrphanScanEvery() {
+		// The safety net: a walk of the keyspace for records the index
+		// does not have (written by an older version).
+		c.walked = now
+		more, err := c.dir.Orphans(ctx, 0)
+		c.observe(err)
+		orphans = append(orphans, more...)
+	}
+	// Placement: an orphan goes to its preferred replica (rendezvous hash
+	// over the live replicas); the others leave it to that one for two
+	// sweeps, then take it too (the preferred one may be slow or failing).
+	live := []string{c.self}
+	for _, p := range peers {
+		if p.Live && p.Instance != c.self {
+			live = append(live, p.Instance)
 		}
 	}
+	seen := make(map[string]time.Time, len(orphans))
+	var todo []directory.Orphan
+	for _, o := range orphans {
+		if o.Owner != "" && o.Owner != c.self && !slices.Contains(dead, o.Owner) {
+			continue
+		}
+		first, ok := c.orphanSeen[o.SessionID]
+		if !ok {
+			first = now
+		}
+		seen[o.SessionID] = first
+		if cluster.Preferred(o.SessionID, live) != c.self && now.Sub(first) < 2*c.cfg.SweepEvery {
+			continue
+		}
+		todo = append(todo, o)
+	}
+	c.orphanSeen = seen
 	// Bounded parallel takeovers: each is a directory round trip and an
 	// upstream resume.
 	sem := make(chan struct{}, sweepParallel)
@@ -764,7 +804,14 @@ func (c *clusterState) sweep(ctx context.Context) {
 		}()
 	}
 	wg.Wait()
+	if len(todo) > 0 {
+		c.log.Info("sweep", "orphans", len(todo), "dead", dead, "took", time.Since(now))
+	}
 }
+
+// selfSweeps is how many sweeps after the start look up this instance's
+// own index (records of a previous process with the same instance id).
+const selfSweeps = 5
 
 // sweepParallel bounds the sweep's concurrent takeovers (directory round
 // trip and upstream resume each).
@@ -873,16 +920,16 @@ func (c *clusterState) takeOver(id, owner string, ownerLive bool, reason string)
 	c.mu.Lock()
 	c.owned[id] = o
 	c.mu.Unlock()
+	var pending bool
+	o.mu.Lock()
+	pending = o.token != "" // the welcome's token write (onWelcome, during Dial) failed
+	o.mu.Unlock()
 	c.withCore(func(core *cluster.Ownership) {
 		core.TookOver(id, rec.Epoch, why)
-		core.Welcome(id) // the resume's token is written below
+		if pending {
+			core.Welcome(id) // written again by the loop (WriteToken)
+		}
 	})
-	o.mu.Lock()
-	if tok, _ := conn.ResumePoint(); tok != "" {
-		o.token = tok
-		c.writeTokenLocked(o)
-	}
-	o.mu.Unlock()
 	c.log.Info("session taken over", "session_id", id, "previous_owner", rec.PreviousOwner, "epoch", rec.Epoch,
 		"reason", reason, "from_seq", rec.AckedSeq, "took", time.Since(start))
 	return rec.Caller, o, nil

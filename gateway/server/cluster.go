@@ -67,6 +67,12 @@ type ClusterConfig struct {
 	// finish before it hands the sessions off (default 5 s, and never past
 	// half of Shutdown's deadline).
 	HandoffGrace time.Duration
+	// RebalancePerSecond bounds how many idle sessions a replica hands
+	// off per second to the replica that the rendezvous hash prefers
+	// (default 50; negative: never). RebalanceMinStay: a session is not
+	// moved within this time of arriving (default 5 s).
+	RebalancePerSecond float64
+	RebalanceMinStay   time.Duration
 	// OwnerCacheTTL is how long a replica remembers the owner of a session
 	// it forwarded a call for, instead of reading the directory for every
 	// call (default 2 s; negative: off). A stale entry is safe: see
@@ -92,6 +98,10 @@ func (c *ClusterConfig) setDefaults() {
 	def(&c.SweepEvery, 250*time.Millisecond)
 	def(&c.HandoffGrace, 5*time.Second)
 	def(&c.OwnerCacheTTL, 2*time.Second)
+	def(&c.RebalanceMinStay, 5*time.Second)
+	if c.RebalancePerSecond == 0 {
+		c.RebalancePerSecond = 50
+	}
 }
 
 func (c *ClusterConfig) validate() error {
@@ -166,10 +176,11 @@ type clusterState struct {
 	leaseUntil    time.Time // guarded by coreMu: LeaseValidUntil last fed to the core
 
 	// Owned by the loop goroutine.
-	statsSeen  cluster.Stats        // core stats already exported
-	selfSweeps int                  // sweeps that looked up this instance's own index
-	orphanSeen map[string]time.Time // orphans of the last sweep, by session id: when first seen
-	walked     time.Time            // last keyspace walk (Orphans)
+	statsSeen       cluster.Stats        // core stats already exported
+	selfSweeps      int                  // sweeps that looked up this instance's own index
+	orphanSeen      map[string]time.Time // orphans of the last sweep, by session id: when first seen
+	rebalanceCredit float64              // hand-offs the rebalancer may make now
+	walked          time.Time            // last keyspace walk (Orphans)
 }
 
 // owned is a session this replica owns (or is about to claim).
@@ -186,6 +197,7 @@ type owned struct {
 	token   string     // guarded by mu; a welcome's token not yet written
 	acked   uint64     // guarded by mu; the seq recorded (and allowed upstream)
 	written time.Time  // guarded by mu; last successful write
+	since   time.Time  // immutable once in clusterState.owned: when this replica got it
 	win     cluster.AckWindow
 }
 
@@ -309,7 +321,7 @@ func (c *clusterState) claimOpened(id, caller string) {
 	o := c.pending[sess.Conn]
 	delete(c.pending, sess.Conn)
 	if o != nil {
-		o.id = id
+		o.id, o.since = id, time.Now()
 		c.owned[id] = o
 	}
 	c.mu.Unlock()
@@ -807,6 +819,48 @@ func (c *clusterState) sweep(ctx context.Context) {
 	if len(todo) > 0 {
 		c.log.Info("sweep", "orphans", len(todo), "dead", dead, "took", time.Since(now))
 	}
+	c.rebalance(ctx, live, now)
+}
+
+// rebalance hands off, at most RebalancePerSecond a second, idle sessions
+// whose preferred replica (cluster.Preferred over the live replicas) is
+// another: released in the directory, the preferred one adopts them at its
+// next sweep. A session is moved only when no call is in progress on it,
+// no job of it is live, and it has been here for RebalanceMinStay, so a
+// move cuts nothing and a session does not bounce.
+func (c *clusterState) rebalance(ctx context.Context, live []string, now time.Time) {
+	if c.cfg.RebalancePerSecond <= 0 || len(live) < 2 {
+		return
+	}
+	c.rebalanceCredit = min(c.rebalanceCredit+c.cfg.RebalancePerSecond*c.cfg.SweepEvery.Seconds(), max(c.cfg.RebalancePerSecond, 1))
+	for _, o := range c.snapshot() {
+		if c.rebalanceCredit < 1 || ctx.Err() != nil || c.draining.Load() {
+			return
+		}
+		if cluster.Preferred(o.id, live) == c.self || now.Sub(o.since) < c.cfg.RebalanceMinStay {
+			continue
+		}
+		sess, ok := c.table.Get(o.id, o.caller)
+		if !ok || sess.Busy() || o.conn.ActiveJobs() > 0 || !c.mayServe(o.id) {
+			continue
+		}
+		o.mu.Lock()
+		if o.epoch == 0 || o.token != "" {
+			o.mu.Unlock()
+			continue
+		}
+		o.conn.Detach()
+		err := c.dir.Release(c.ctx, o.id, o.epoch)
+		o.mu.Unlock()
+		c.observe(err)
+		c.remove(o)
+		c.rebalanceCredit--
+		if err != nil {
+			c.log.Warn("rebalance: release failed; the session is adopted once this replica's lease expires, or taken back by a call", "session_id", o.id, "err", err)
+			continue
+		}
+		c.m.decisions.WithLabelValues("rebalance_move").Inc()
+	}
 }
 
 // selfSweeps is how many sweeps after the start look up this instance's
@@ -891,7 +945,7 @@ func (c *clusterState) takeOver(id, owner string, ownerLive bool, reason string)
 		_ = c.dir.Release(c.ctx, id, rec.Epoch)
 		return "", nil, fmt.Errorf("cluster: session %s is on runtime %q, which this replica does not configure", id, rec.Runtime)
 	}
-	o = &owned{id: id, caller: rec.Caller, runtime: rec.Runtime, adopted: true, epoch: rec.Epoch, acked: rec.AckedSeq, written: time.Now()}
+	o = &owned{id: id, caller: rec.Caller, runtime: rec.Runtime, adopted: true, epoch: rec.Epoch, acked: rec.AckedSeq, written: time.Now(), since: time.Now()}
 	o.win.Lag = c.cfg.AckLag
 	uc := c.upstreamConfig(rt, rec.Caller)
 	uc.Resume = &upstream.ResumeFrom{SessionID: rec.UpstreamSessionID, ResumeToken: rec.ResumeToken, LastEventSeq: rec.AckedSeq}

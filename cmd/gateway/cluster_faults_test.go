@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sessiongate/sessiongate/gateway/cluster"
 	"github.com/sessiongate/sessiongate/gateway/cluster/clustertest"
 	sessiongatev1 "github.com/sessiongate/sessiongate/gen/sessiongate/v1"
 )
@@ -37,18 +38,19 @@ func owners(t *testing.T, ctx context.Context, gw sessiongatev1.SessionGatewayCl
 }
 
 // TestClusterRedisStallMovesNothing: redis-server is SIGSTOPped for twice
-// the lease TTL while a caller watches a streaming job; when it continues,
+// the lease TTL (the default 5 s, so that the sweeps, every 250 ms, run
+// well before the leases' refreshes, every 1.67 s, as in the issue's
+// reproduction) while a caller watches a streaming job; when it continues,
 // no session changes owner (the replicas re-establish their leases and wait
 // out a grace before judging each other's) and the watch is never cut.
 func TestClusterRedisStallMovesNothing(t *testing.T) {
-	ctx := testContext(t, 120*time.Second)
-	c, gws := startCluster(t, ctx)
-	var sids []string
-	for i := range 6 {
-		sids = append(sids, openOn(t, ctx, gws[i%3]))
-	}
+	ctx := testContext(t, 150*time.Second)
+	c, gws := startClusterWith(t, ctx, clustertest.Options{Replicas: 3, LeaseTTL: 5 * time.Second})
+	// Sessions that sit on their preferred replica already, so that the
+	// rebalancer moves none of them: any move is the stall's doing.
+	sids := placedSessions(t, ctx, c, gws, 6)
 	before := owners(t, ctx, gws[0], sids)
-	sub, err := gws[0].SubmitJob(ctx, &sessiongatev1.SubmitJobRequest{SessionId: sids[0], Agent: "stream", Input: streamInput(80, 50)})
+	sub, err := gws[0].SubmitJob(ctx, &sessiongatev1.SubmitJobRequest{SessionId: sids[0], Agent: "stream", Input: streamInput(80, 250)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +74,7 @@ func TestClusterRedisStallMovesNothing(t *testing.T) {
 	// Let the sweepers run several times past the point where, without
 	// the grace, they took everything over (the leases expired during the
 	// stall).
-	settle := time.NewTimer(3 * c.LeaseTTL)
+	settle := time.NewTimer(2 * c.LeaseTTL)
 	select {
 	case <-settle.C:
 	case <-ctx.Done():
@@ -129,11 +131,11 @@ func TestClusterFlushRestored(t *testing.T) {
 			pending = false
 			for _, gw := range gws {
 				for _, sid := range sids {
-					_, err := gw.GetSessionStatus(ctx, &sessiongatev1.GetSessionStatusRequest{SessionId: sid})
-					if status.Code(err) == codes.NotFound {
-						t.Fatalf("after %s: a live session was answered NOT_FOUND: %v", how, err)
+					st, err := gw.GetSessionStatus(ctx, &sessiongatev1.GetSessionStatusRequest{SessionId: sid})
+					if status.Code(err) == codes.NotFound || (err == nil && st.GetStatus() != sessiongatev1.SessionStatus_SESSION_STATUS_LIVE) {
+						t.Fatalf("after %s: a live session was answered NOT_FOUND: %v %v", how, st.GetStatus(), err)
 					}
-					if err != nil {
+					if err != nil || st.GetInstanceId() == "" {
 						pending = true
 					}
 				}
@@ -381,4 +383,31 @@ func TestClusterRollingRestartSpread(t *testing.T) {
 			t.Errorf("RunJob after the rebalance: %v", err)
 		}
 	}
+}
+
+// placedSessions opens n sessions, round robin over the replicas, keeping
+// only those opened on their rendezvous-preferred replica (the others are
+// closed), so that the rebalancer leaves them where they are.
+func placedSessions(t *testing.T, ctx context.Context, c *clustertest.Cluster, gws []sessiongatev1.SessionGatewayClient, n int) []string {
+	t.Helper()
+	var names []string
+	for _, r := range c.Replicas {
+		names = append(names, r.Instance)
+	}
+	var sids []string
+	for i := 0; len(sids) < n; i++ {
+		if i > 50*n {
+			t.Fatal("could not open sessions on their preferred replicas")
+		}
+		gw := gws[len(sids)%len(gws)]
+		sid := openOn(t, ctx, gw)
+		if cluster.Preferred(sid, names) == names[len(sids)%len(gws)] {
+			sids = append(sids, sid)
+			continue
+		}
+		if _, err := gw.CloseSession(ctx, &sessiongatev1.CloseSessionRequest{SessionId: sid}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return sids
 }

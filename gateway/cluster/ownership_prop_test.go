@@ -112,6 +112,7 @@ type sim struct {
 	log        []string
 	faultsTill int64
 	lastFlush  int64
+	live       []string // liveSessions, until a session opens or closes
 	stats      simStats
 }
 
@@ -442,6 +443,7 @@ func (s *sim) takeOver(r *simReplica, id, why string) Verdict {
 		}
 		delete(s.recs, id)
 		rt.closed = true
+		s.live = nil
 		return NotYet
 	}
 	h := &simHeld{token: rec.token, liveTill: -1}
@@ -467,6 +469,7 @@ func (s *sim) open() {
 	s.nextID++
 	id := "s" + strconv.Itoa(s.nextID)
 	s.rt[id] = &simRT{token: 1, holder: r.idx}
+	s.live = nil
 	r.held[id] = &simHeld{token: 1, liveTill: -1}
 	r.core.Opened(id)
 }
@@ -517,17 +520,22 @@ func (s *sim) close(r *simReplica, id string) {
 		delete(s.recs, id)
 	}
 	s.rt[id].closed = true
+	s.live = nil
 	s.drop(r, id)
 }
 
 func (s *sim) liveSessions() []string {
-	var out []string
+	if s.live != nil {
+		return s.live
+	}
+	out := []string{}
 	for id, rt := range s.rt {
 		if !rt.closed {
 			out = append(out, id)
 		}
 	}
 	slices.Sort(out)
+	s.live = out
 	return out
 }
 
@@ -672,10 +680,7 @@ func (s *sim) fail(format string, a ...any) {
 }
 
 func (s *sim) checkServing() {
-	for id, rt := range s.rt {
-		if rt.closed {
-			continue
-		}
+	for _, id := range s.liveSessions() {
 		var who []string
 		for _, r := range s.reps {
 			if !s.up(r) {

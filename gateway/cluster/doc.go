@@ -20,7 +20,7 @@
 // → action):
 //
 //	LeaseRefreshed(start)   lease not held before (start, lapse)   gen+1: every session re-confirms its epoch before serving writes
-//	LeaseRefreshed          after an outage, a lapse, the start      grace: no peer judged for Grace (LeaseTTL); every peer presumed alive now
+//	LeaseRefreshed          after an outage or a lapse               grace: no peer judged for Grace (LeaseTTL); every peer presumed alive now
 //	LeaseFailed             —                                        outage: no peer judged until the next refresh and a grace
 //	DirectoryFailed         —                                        counted only (one lost reply is no outage)
 //	(time)                  now ≥ leaseStart + LeaseTTL − Margin     lapse: gen+1; MayServe and MayResume false; no takeovers; no writes but claims and restores

@@ -104,7 +104,7 @@ type Stats struct {
 	Lapses      uint64 // own lease found lapsed: writes stop until re-confirmed
 	Outages     uint64 // directory outages begun (a lease refresh failed)
 	OpFailures  uint64 // other directory operations that failed
-	GraceWaits  uint64 // graces begun (after an outage, a lapse, a flush, the start)
+	GraceWaits  uint64 // graces begun (after an outage, a lapse, a flush)
 	Flushes     uint64 // directory flushes or empty restarts detected
 	NotYet      uint64 // takeovers refused: the owner's absence not yet judged
 	Fenced      uint64 // sessions detached: another replica holds them
@@ -189,7 +189,9 @@ func (o *Ownership) noteLapse(now time.Time) {
 // directory's incarnation marker is marker.
 func (o *Ownership) LeaseRefreshed(start, now time.Time, marker string) {
 	o.noteLapse(now)
-	recovering := o.outage || o.lapsed || o.leaseStart.IsZero()
+	// No grace at the first refresh: a peer first seen now is presumed
+	// alive now anyway (PeersSeen), which is all a grace would do.
+	recovering := o.outage || o.lapsed
 	unheld := o.lapsed || o.leaseStart.IsZero()
 	if start.After(o.leaseStart) {
 		o.leaseStart = start

@@ -50,7 +50,8 @@
 // replicas serve one session, that no live session is answered NOT_FOUND
 // or lost, that directory-only faults move no session, and that every
 // session ends with one owner; TestOwnershipCatchesBrokenRules removes
-// rules (grace, lapse, restore, recovering) and shows each is caught.
+// rules (grace, lapse, restore, recovering, resume hold) and shows each is
+// caught.
 //
 // # Invariants (checked exhaustively by TestRouteInvariants)
 //

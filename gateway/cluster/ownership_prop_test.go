@@ -339,9 +339,12 @@ func (s *sim) resumeAt(r *simReplica, id string, h *simHeld) {
 		w := r.core.TokenWork(id)
 		res, _ := s.write(r, w)
 		if res == Unreachable {
-			if s.t < r.partTill {
+			if s.t < r.partTill && (r.core.Valid(r.now(s.t)) || r.core.Epoch(id) == 0) {
 				// ARCP's own window: the runtime spent the stored
-				// token and the new one cannot be recorded.
+				// token and the new one cannot be recorded, though the
+				// lease was valid (nobody could take over) when the
+				// resume began. A resume while the lease had lapsed is
+				// no such window: the core must not allow it.
 				s.mayBeLost[id] = true
 			}
 			r.core.DirectoryFailed(r.now(s.t))
@@ -821,7 +824,7 @@ func TestOwnershipProperties(t *testing.T) {
 // TestOwnershipCatchesBrokenRules shows that the property test fails when a
 // rule is removed on purpose.
 func TestOwnershipCatchesBrokenRules(t *testing.T) {
-	for _, rule := range []string{"no-grace", "no-lapse", "no-restore", "no-recovering"} {
+	for _, rule := range []string{"no-grace", "no-lapse", "no-restore", "no-recovering", "no-resume-hold"} {
 		t.Run(rule, func(t *testing.T) {
 			for seed := uint64(1); seed <= 3000; seed++ {
 				if _, err := runOwnership(seed, rule); err != nil {

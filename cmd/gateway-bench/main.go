@@ -234,6 +234,7 @@ type config struct {
 	Concurrency          int
 	WorkersPerConn       int
 	Sessions             []int // idle session counts of section 5, ascending
+	ClusterScale         int   // sessions of section 9c (0: not run)
 	Tombstones           int
 	InterceptorOps       int  // calls per round in section 8
 	GCMinHeapMiB         int  // gateway/gctuner's least heap goal; 0 = Go's defaults
@@ -303,6 +304,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 		maxCalls, serialCalls int
 		conc, perConn         int
 		tombs, icptOps        int
+		clusterScale          int
 		sessions              string
 		summary               bool
 		gcMin                 int
@@ -321,6 +323,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.IntVar(&conc, "concurrency", 64, "workers of the concurrent points (and sessions of 3 and 4)")
 	fs.IntVar(&perConn, "workers-per-conn", 16, "workers sharing one gRPC ClientConn")
 	fs.StringVar(&sessions, "sessions", "", "idle session counts of section 5, comma-separated (default 1000,10000,100000; 1000 with -short)")
+	fs.IntVar(&clusterScale, "cluster-scale", 0, "sessions of section 9c, a SIGKILL takeover at scale over three real replicas with the default 5 s lease (0: not run; the issue's figure: 10000)")
 	fs.IntVar(&tombs, "tombstones", 0, "tombstone entries of section 7 (default 1000000, 100000 with -short)")
 	fs.IntVar(&icptOps, "interceptor-iterations", 0, "calls per round in section 8 (default 1000000, 200000 with -short)")
 	fs.IntVar(&gcMin, "gc-min-heap-mib", gctuner.DefaultMinHeapMiB, "the garbage collector's least heap goal for this process, as cmd/gateway's --gc-min-heap-mib (0: Go's defaults)")
@@ -369,6 +372,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 		c.Serial.maxCalls, c.SerialWarmup.maxCalls = serialCalls, max(serialCalls/10, 1)
 	}
 	setIf(&c.Tombstones, tombs)
+	c.ClusterScale = clusterScale
 	setIf(&c.InterceptorOps, icptOps)
 	c.Concurrency, c.WorkersPerConn = conc, perConn
 	if sessions != "" {

@@ -82,6 +82,11 @@ func run(ctx context.Context, cfg config) (*report, error) {
 		if err := b.clusterFailures(ctx, &rep.Cluster); err != nil {
 			return nil, fmt.Errorf("9b cluster: %w", err)
 		}
+		if cfg.ClusterScale > 0 {
+			if err := b.clusterScale(ctx, cfg.ClusterScale, &rep.Cluster); err != nil {
+				return nil, fmt.Errorf("9c cluster: %w", err)
+			}
+		}
 	}
 	rep.Config.ProcsChanges = procs.Changes()
 	rep.finish(time.Since(start))

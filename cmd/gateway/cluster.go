@@ -51,6 +51,13 @@ func openCluster(ctx context.Context, o *options, listenAddr string, reg prometh
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
+	// A second process with a live instance id would steal the first's
+	// records: refuse to start (a crashed predecessor's lease expires
+	// within --lease-ttl, which this waits out).
+	if err := d.CheckInstance(ctx); err != nil {
+		_ = d.Close()
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
 	log.Info("cluster mode", "instance_id", o.instanceID, "advertise", adv, "lease_ttl", o.leaseTTL)
 	return &clusterSetup{dir: d, cfg: server.ClusterConfig{
 		Directory: d, Advertise: adv, Secret: o.clusterSecret, AckLag: o.ackLag,

@@ -28,9 +28,14 @@ import (
 // startCluster starts redis-server, `gateway runtime` and three replicas
 // (real processes); without redis-server the test is skipped, unless
 // CI=true, where it fails.
-func startCluster(t *testing.T, ctx context.Context) (*clustertest.Cluster, []sessiongatev1.SessionGatewayClient) {
+func startCluster(t *testing.T, ctx context.Context, args ...string) (*clustertest.Cluster, []sessiongatev1.SessionGatewayClient) {
 	t.Helper()
-	c, err := clustertest.Start(ctx, clustertest.Options{Replicas: 3, LeaseTTL: time.Second})
+	return startClusterWith(t, ctx, clustertest.Options{Replicas: 3, LeaseTTL: time.Second, Args: args})
+}
+
+func startClusterWith(t *testing.T, ctx context.Context, o clustertest.Options) (*clustertest.Cluster, []sessiongatev1.SessionGatewayClient) {
+	t.Helper()
+	c, err := clustertest.Start(ctx, o)
 	if errors.Is(err, clustertest.ErrNoBinary) {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("%v (CI=true: apt-get install -y redis-server)", err)

@@ -11,6 +11,48 @@
 // can and cannot do, when an entry goes, when a refused call is sent once
 // more (checked with random schedules by TestStaleCacheNeverMisdelivers).
 //
+// # Ownership (Ownership: one replica's lease, its view of its peers, its sessions)
+//
+// Ownership is the lifecycle of the sessions a replica owns — lease, sweep,
+// takeover, hand-off, token writes, fencing — as a sans-IO core: the
+// replica's directory loop feeds it facts with the (monotonic) time they
+// were observed and carries out what it answers. Rule table (input × state
+// → action):
+//
+//	LeaseRefreshed(start)   lease not held before (start, lapse)   gen+1: every session re-confirms its epoch before serving writes
+//	LeaseRefreshed          after an outage or a lapse               grace: no peer judged for Grace (LeaseTTL); every peer presumed alive now
+//	LeaseFailed             —                                        outage: no peer judged until the next refresh and a grace
+//	DirectoryFailed         —                                        counted only (one lost reply is no outage)
+//	(time)                  now ≥ leaseStart + LeaseTTL − Margin     lapse: gen+1; MayServe and MayResume false; no takeovers; no writes but claims and restores
+//	MarkerSeen(m)           m ≠ marker last seen                     flush: gen+1, every record Restored at once (higher epoch wins),
+//	                                                                 sessions unconfirmed before it serve only after the grace and a Confirm; grace
+//	PeersSeen               judging                                  live peer: lastAlive = now − (LeaseTTL − TTL left) (its last refresh)
+//	PeersSeen               not judging (outage, grace, lapse)       every peer: lastAlive = now
+//	MayTakeOver(owner)      owner's lease live                       Live: forward
+//	MayTakeOver             own lease lapsed                         NotYet (UNAVAILABLE, retry): a replica that cannot show it is live takes nothing
+//	MayTakeOver             released ("") / own record, not held     Take (released / self)
+//	MayTakeOver             lease absent, now − lastAlive ≥ TTL      Take (dead); else NotYet
+//	Wrote(OK)               decided in the current gen               epoch confirmed: MayServe
+//	Wrote(Fenced)           —                                        detach silently (never close upstream)
+//	Wrote(Missing)          —                                        missing: detached at the next Due unless a flush is detected first (then Restore)
+//	Wrote(Unreachable)      Claim                                    claim unsure: served only while the lease holds in the gen of the claim
+//	Welcome                 claimed                                  token pending: WriteToken; no upstream resume until written
+//	Recovering(marker age)  no record, marker absent or young        UNAVAILABLE, never NOT_FOUND: owners are restoring
+//
+// The directory's takeover script adds two checks of its own: the owner's
+// lease is absent, and the directory's incarnation marker is the one the
+// taker last saw (a flush since then makes every lease look absent).
+//
+// The property test (ownership_prop_test.go) runs ≥ 10,000 random,
+// replayable schedules of simulated replicas, directory and runtime under
+// stalls, flushes, restarts without data, lost replies, kills, restarts,
+// pauses, partitions and clock drift, checks after every step that no two
+// replicas serve one session, that no live session is answered NOT_FOUND
+// or lost, that directory-only faults move no session, and that every
+// session ends with one owner; TestOwnershipCatchesBrokenRules removes
+// rules (grace, lapse, restore, recovering, resume hold) and shows each is
+// caught.
+//
 // # Invariants (checked exhaustively by TestRouteInvariants)
 //
 //   - A session this replica holds live is always served here.

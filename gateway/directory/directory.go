@@ -122,12 +122,16 @@ type Directory struct {
 	leaseKey    string
 	registryKey string // <prefix>replicas: instances that held a lease
 	releasesKey string // <prefix>releases: counts Releases
+	markerKey   string // <prefix>incarnation: the directory's incarnation marker
+	ownedPrefix string // <prefix>owned:<instance>: the owner index, a set of session ids per replica
+	releasedKey string // <prefix>released: the set of released session ids
 	scanPattern string
 	started     time.Time
 	counters    *Counters
 
 	sweep sweepState
 
+	marker     atomic.Pointer[string] // the incarnation marker last read (Marker)
 	running    atomic.Bool
 	leaseUntil atomic.Int64 // unix nanos: local estimate of when our lease expires (0 = never held)
 	closeOnce  sync.Once
@@ -183,11 +187,19 @@ func Open(ctx context.Context, rawURL string, cfg Config) (*Directory, error) {
 		leaseKey:    cfg.Prefix + "replica:" + cfg.Instance,
 		registryKey: cfg.Prefix + "replicas",
 		releasesKey: cfg.Prefix + "releases",
+		markerKey:   cfg.Prefix + "incarnation",
+		ownedPrefix: cfg.Prefix + "owned:",
+		releasedKey: cfg.Prefix + "released",
 		scanPattern: globEscape(cfg.Prefix+"session:") + "*",
 		started:     time.Now(),
 		counters:    cfg.Counters,
 	}
 	if err := d.do(ctx, "ping", func(ctx context.Context) error { return d.rdb.Ping(ctx).Err() }); err != nil {
+		_ = d.rdb.Close()
+		return nil, err
+	}
+	// The marker as of now: a later one means Redis lost its data since.
+	if _, err := d.Marker(ctx); err != nil {
 		_ = d.rdb.Close()
 		return nil, err
 	}
@@ -251,7 +263,7 @@ func (d *Directory) Claim(ctx context.Context, s Session) (epoch uint64, err err
 	err = d.do(ctx, "claim", func(ctx context.Context) error {
 		res, err := claimScript.Run(ctx, d.rdb, []string{d.sessKey(s.ID)},
 			d.cfg.Instance, s.Caller, s.Runtime, s.UpstreamSessionID, d.sealToken(s.ID, s.ResumeToken),
-			strconv.FormatUint(s.AckedSeq, 10), d.cfg.SessionTTL.Milliseconds()).StringSlice()
+			strconv.FormatUint(s.AckedSeq, 10), d.cfg.SessionTTL.Milliseconds(), d.ownedPrefix, s.ID).StringSlice()
 		v = verdictOf(res)
 		return err
 	})
@@ -302,7 +314,8 @@ func (d *Directory) Takeover(ctx context.Context, sessionID string) (Record, err
 	var res []any
 	err := d.do(ctx, "takeover", func(ctx context.Context) (err error) {
 		res, err = takeoverScript.Run(ctx, d.rdb, []string{d.sessKey(sessionID)},
-			d.cfg.Instance, d.leasePrefix, d.cfg.SessionTTL.Milliseconds()).Slice()
+			d.cfg.Instance, d.leasePrefix, d.cfg.SessionTTL.Milliseconds(), d.markerKey, d.LastMarker(),
+			d.ownedPrefix, d.releasedKey, sessionID).Slice()
 		return err
 	})
 	if err != nil {
@@ -313,6 +326,8 @@ func (d *Directory) Takeover(ctx context.Context, sessionID string) (Record, err
 	switch verdictOf(s) {
 	case vNotFound:
 		return Record{}, ErrNotFound
+	case "FLUSHED":
+		return Record{}, ErrFlushed
 	case vOwned:
 		d.counters.Owned.Add(1)
 		return Record{}, &OwnedError{SessionID: sessionID, Owner: at(s, 1), Addr: at(s, 2)}
@@ -341,7 +356,8 @@ func (d *Directory) Release(ctx context.Context, sessionID string, epoch uint64)
 	var res []string
 	err := d.do(ctx, "release", func(ctx context.Context) (err error) {
 		res, err = releaseScript.Run(ctx, d.rdb, []string{d.sessKey(sessionID)},
-			d.cfg.Instance, strconv.FormatUint(epoch, 10), d.cfg.SessionTTL.Milliseconds(), d.releasesKey).StringSlice()
+			d.cfg.Instance, strconv.FormatUint(epoch, 10), d.cfg.SessionTTL.Milliseconds(), d.releasesKey,
+			d.ownedPrefix, d.releasedKey, sessionID).StringSlice()
 		return err
 	})
 	if err != nil {
@@ -357,7 +373,7 @@ func (d *Directory) Delete(ctx context.Context, sessionID string, epoch uint64) 
 	var res []string
 	err := d.do(ctx, "delete", func(ctx context.Context) (err error) {
 		res, err = deleteScript.Run(ctx, d.rdb, []string{d.sessKey(sessionID)},
-			d.cfg.Instance, strconv.FormatUint(epoch, 10)).StringSlice()
+			d.cfg.Instance, strconv.FormatUint(epoch, 10), d.ownedPrefix, sessionID).StringSlice()
 		return err
 	})
 	if err != nil {
@@ -373,7 +389,7 @@ func (d *Directory) Delete(ctx context.Context, sessionID string, epoch uint64) 
 func (d *Directory) Get(ctx context.Context, sessionID string) (Record, error) {
 	var res []any
 	err := d.do(ctx, "get", func(ctx context.Context) (err error) {
-		res, err = getScript.RunRO(ctx, d.rdb, []string{d.sessKey(sessionID)}, d.leasePrefix).Slice()
+		res, err = getScript.RunRO(ctx, d.rdb, []string{d.sessKey(sessionID)}, d.leasePrefix, d.markerKey).Slice()
 		return err
 	})
 	if err != nil {
@@ -383,6 +399,11 @@ func (d *Directory) Get(ctx context.Context, sessionID string) (Record, error) {
 	s := anyStrings(res)
 	switch verdictOf(s) {
 	case vNotFound:
+		if age, err := strconv.ParseInt(at(s, 1), 10, 64); err == nil && age < d.recoverWindow().Milliseconds() {
+			// No marker (-1), or a young one: the directory lost its
+			// data and owners are restoring their records.
+			return Record{}, ErrRecovering
+		}
 		return Record{}, ErrNotFound
 	case vOK:
 	default:
@@ -759,4 +780,166 @@ func globEscape(s string) string {
 		b.WriteRune(c)
 	}
 	return b.String()
+}
+
+// recoverWindow is how long after the directory lost its data (its marker
+// was re-created) a missing record is answered ErrRecovering rather than
+// ErrNotFound: owners detect the loss within their loop's period and
+// restore their records at once.
+func (d *Directory) recoverWindow() time.Duration { return 2*d.cfg.LeaseTTL + 2*time.Second }
+
+// OrphanScanEvery is Config.OrphanScanEvery.
+func (d *Directory) OrphanScanEvery() time.Duration { return d.cfg.OrphanScanEvery }
+
+// LeaseTTL is the lifetime of a replica's lease.
+func (d *Directory) LeaseTTL() time.Duration { return d.cfg.LeaseTTL }
+
+// Marker reads the directory's incarnation marker, creating it when it is
+// missing. A marker other than the one read before means Redis lost its
+// data in between (FLUSHALL, a restart without persistence, a failover to
+// an empty replica): every owner must restore its records (Restore).
+// Takeover refuses (ErrFlushed) while the marker is not the one last read.
+func (d *Directory) Marker(ctx context.Context) (string, error) {
+	var m string
+	var id [8]byte
+	_, _ = rand.Read(id[:])
+	err := d.do(ctx, "marker", func(ctx context.Context) (err error) {
+		lost := ""
+		if d.LastMarker() != "" {
+			lost = "r"
+		}
+		m, err = markerScript.Run(ctx, d.rdb, []string{d.markerKey}, hex.EncodeToString(id[:]), lost).Text()
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	d.marker.Store(&m)
+	return m, nil
+}
+
+// LastMarker is the marker last read by Marker ("" before).
+func (d *Directory) LastMarker() string {
+	if p := d.marker.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// Restore re-creates the record of a session this replica owns at epoch,
+// after the directory lost its data: it creates it, or replaces one at a
+// lower epoch; a record at the same epoch of this replica is left as it
+// is; anything else is a *FencedError.
+func (d *Directory) Restore(ctx context.Context, s Session, epoch uint64) error {
+	var res []string
+	err := d.do(ctx, "restore", func(ctx context.Context) (err error) {
+		res, err = restoreScript.Run(ctx, d.rdb, []string{d.sessKey(s.ID)},
+			d.cfg.Instance, strconv.FormatUint(epoch, 10), s.Caller, s.Runtime, s.UpstreamSessionID,
+			d.sealToken(s.ID, s.ResumeToken), strconv.FormatUint(s.AckedSeq, 10), d.cfg.SessionTTL.Milliseconds(),
+			d.ownedPrefix, s.ID).StringSlice()
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return d.fencedOr(s.ID, "restore", res)
+}
+
+// PeerLease is a registered replica's lease as read by Peers.
+type PeerLease struct {
+	Instance string
+	Live     bool
+	TTLLeft  time.Duration
+}
+
+// Peers reads the lease of every replica in the registry (read-only, one
+// round trip, O(replicas)).
+func (d *Directory) Peers(ctx context.Context) ([]PeerLease, error) {
+	var res []string
+	err := d.do(ctx, "peers", func(ctx context.Context) (err error) {
+		res, err = peersScript.RunRO(ctx, d.rdb, nil, d.registryKey, d.leasePrefix).StringSlice()
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]PeerLease, 0, len(res)/2)
+	for i := 0; i+1 < len(res); i += 2 {
+		ms, _ := strconv.ParseInt(res[i+1], 10, 64)
+		out = append(out, PeerLease{Instance: res[i], Live: ms > 0, TTLLeft: time.Duration(max(ms, 0)) * time.Millisecond})
+	}
+	return out, nil
+}
+
+// CheckInstance refuses to start a second process with a live instance id:
+// if another incarnation holds this instance's lease, it waits (at most
+// LeaseTTL and a little, bounded by ctx) for that lease to expire — a
+// crashed process's lease does — and returns an error wrapping
+// ErrInstanceInUse if it is refreshed meanwhile (its holder is alive).
+func (d *Directory) CheckInstance(ctx context.Context) error {
+	probe := func() (inc string, ttl time.Duration, err error) {
+		var res []string
+		err = d.do(ctx, "lease", func(ctx context.Context) (err error) {
+			res, err = leaseProbeScript.RunRO(ctx, d.rdb, []string{d.leaseKey}).StringSlice()
+			return err
+		})
+		if err != nil || len(res) < 2 {
+			return "", 0, err
+		}
+		ms, _ := strconv.ParseInt(res[1], 10, 64)
+		return res[0], time.Duration(ms) * time.Millisecond, nil
+	}
+	inc, ttl, err := probe()
+	if err != nil || inc == "" || inc == d.incarnation {
+		return err
+	}
+	deadline := time.Now().Add(d.cfg.LeaseTTL + d.cfg.LeaseTTL/2)
+	last := ttl
+	for {
+		wait := min(max(ttl, time.Millisecond), d.cfg.LeaseTTL/3)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return context.Cause(ctx)
+		case <-t.C:
+		}
+		inc2, ttl2, err := probe()
+		switch {
+		case err != nil:
+			return err
+		case inc2 == "" || inc2 == d.incarnation:
+			return nil // expired: its holder is gone
+		case inc2 != inc || ttl2 > last || time.Now().After(deadline):
+			return fmt.Errorf("%w: instance id %q is held by a live process (its lease is being refreshed); give each replica its own --instance-id", ErrInstanceInUse, d.cfg.Instance)
+		}
+		ttl, last = ttl2, ttl2
+	}
+}
+
+// OrphansOf returns the sessions that may be taken over from the given
+// replicas (their lease is gone, as the caller judged) and every released
+// session, from the owner index the scripts keep: O(orphans), not
+// O(records). Stale index entries are dropped on the way, and a replica
+// with no lease and nothing left leaves the registry.
+func (d *Directory) OrphansOf(ctx context.Context, instances []string) ([]Orphan, error) {
+	args := []any{d.sessPrefix, d.ownedPrefix, d.releasedKey, d.leasePrefix, d.registryKey}
+	for _, inst := range instances {
+		args = append(args, inst)
+	}
+	var res []string
+	err := d.do(ctx, "orphans", func(ctx context.Context) (err error) {
+		res, err = orphansIndexScript.Run(ctx, d.rdb, nil, args...).StringSlice()
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Orphan, 0, len(res)/3)
+	for i := 0; i+2 < len(res); i += 3 {
+		e, _ := strconv.ParseUint(res[i+2], 10, 64)
+		out = append(out, Orphan{SessionID: res[i], Owner: res[i+1], Epoch: e})
+	}
+	d.counters.OrphanChecks.Add(1)
+	return out, nil
 }

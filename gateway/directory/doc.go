@@ -23,6 +23,26 @@
 // An instance leaves the set once its lease is gone and a walk of the
 // keyspace found nothing of its left to adopt.
 //
+// The owner index, kept by the same scripts that change records (Claim,
+// Takeover, Release, Delete, Restore), so that finding a dead replica's
+// sessions is O(its sessions), not O(records) (OrphansOf):
+//
+//	<prefix>owned:<instance> = set of session ids        no TTL; stale entries dropped by OrphansOf
+//	<prefix>released         = set of released ids        no TTL
+//
+// The incarnation marker, read at Open and by each replica's loop
+// (Marker): a marker other than the one last read means Redis lost its
+// data; owners then Restore their records (the higher epoch wins), Takeover
+// refuses (ErrFlushed) until the taker has read the new marker, and for a
+// while after a marker re-created after a loss Get answers a missing record
+// with ErrRecovering, never ErrNotFound:
+//
+//	<prefix>incarnation = "<random>" or, re-created after a loss, "<random>:r:<ms>"
+//
+// CheckInstance refuses a second process with a live instance id: it waits
+// a crashed predecessor's lease out (at most 1.5 × LeaseTTL) and fails with
+// ErrInstanceInUse if the lease is refreshed meanwhile.
+//
 // Per session, a hash:
 //
 //	<prefix>session:<id> = {owner, epoch, caller, runtime, upstream,

@@ -23,6 +23,18 @@ var (
 	ErrOwned = errors.New("directory: session owned by a live replica")
 	// ErrNoLease: the replica has no live lease (Owner).
 	ErrNoLease = errors.New("directory: replica has no live lease")
+	// ErrRecovering: no record for the session id, but the directory lost
+	// its data a moment ago (its incarnation marker is missing or young):
+	// owners are restoring their records, so this is no proof that the
+	// session does not exist. Retry.
+	ErrRecovering = errors.New("directory: recovering from a loss of its data")
+	// ErrFlushed: Takeover refused: the directory's incarnation marker is
+	// not the one this replica last saw (Marker): it lost its data since,
+	// and the owner's absent lease proves nothing.
+	ErrFlushed = errors.New("directory: lost its data since the marker was last read")
+	// ErrInstanceInUse: another live process holds this instance id's
+	// lease (CheckInstance).
+	ErrInstanceInUse = errors.New("directory: instance id held by another live process")
 	// ErrUnavailable: Redis could not be reached or did not answer in time.
 	// Returned as an *UnavailableError naming the directory.
 	ErrUnavailable = errors.New("directory: unavailable")

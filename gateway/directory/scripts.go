@@ -33,12 +33,14 @@ end
 // owner, epoch, caller, runtime, upstream, token, seq, updated_ms
 const luaFields = `'owner', 'epoch', 'caller', 'runtime', 'upstream', 'token', 'seq', 'updated_ms'`
 
-// Claim: ARGV me, caller, runtime, upstream, sealed token, seq, ttl_ms.
+// Claim: ARGV me, caller, runtime, upstream, sealed token, seq, ttl_ms,
+// owner index prefix, session id.
 var claimScript = redis.NewScript(luaLib + `
 if redis.call('EXISTS', KEYS[1]) == 1 then return {'EXISTS'} end
 redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'epoch', '1', 'caller', ARGV[2], 'runtime', ARGV[3],
   'upstream', ARGV[4], 'token', ARGV[5], 'seq', ARGV[6], 'updated_ms', now_ms())
 redis.call('PEXPIRE', KEYS[1], ARGV[7])
+redis.call('SADD', ARGV[8] .. ARGV[1], ARGV[9])
 return {'OK', '1'}
 `)
 
@@ -54,9 +56,12 @@ redis.call('PEXPIRE', KEYS[1], ARGV[5])
 return {'OK'}
 `)
 
-// Takeover: ARGV me, lease prefix, ttl_ms.
-// Replies {'OK', previous owner, record...} or {'OWNED', owner, addr}.
+// Takeover: ARGV me, lease prefix, ttl_ms, marker key, marker expected
+// ("" = not checked), owner index prefix, released set key, session id. Replies {'OK', previous owner, record...},
+// {'OWNED', owner, addr} or {'FLUSHED'} (the marker is not the one
+// expected: every lease may have been flushed).
 var takeoverScript = redis.NewScript(luaLib + `
+if ARGV[5] ~= '' and redis.call('GET', ARGV[4]) ~= ARGV[5] then return {'FLUSHED'} end
 local prev = redis.call('HGET', KEYS[1], 'owner')
 if not prev then return {'NOTFOUND'} end
 if prev ~= '' and prev ~= ARGV[1] then
@@ -66,14 +71,19 @@ end
 redis.call('HINCRBY', KEYS[1], 'epoch', 1)
 redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'updated_ms', now_ms())
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
+if prev ~= '' then redis.call('SREM', ARGV[6] .. prev, ARGV[8]) end
+redis.call('SREM', ARGV[7], ARGV[8])
+redis.call('SADD', ARGV[6] .. ARGV[1], ARGV[8])
 local r = redis.call('HMGET', KEYS[1], ` + luaFields + `)
 table.insert(r, 1, prev)
 table.insert(r, 1, 'OK')
 return r
 `)
 
-// Release: ARGV me, epoch, ttl_ms, releases counter key. The record stays,
-// unowned; the counter tells sweepers that there is something to adopt.
+// Release: ARGV me, epoch, ttl_ms, releases counter key, owner index
+// prefix, released set key, session id. The record stays, unowned; the
+// counter tells sweepers that there is something to adopt, the released
+// set what.
 var releaseScript = redis.NewScript(luaLib + `
 local v = redis.call('HMGET', KEYS[1], 'owner', 'epoch')
 if not v[1] then return {'NOTFOUND'} end
@@ -81,23 +91,33 @@ if v[1] ~= ARGV[1] or v[2] ~= ARGV[2] then return {'FENCED', v[1], v[2]} end
 redis.call('HSET', KEYS[1], 'owner', '', 'updated_ms', now_ms())
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 redis.call('INCR', ARGV[4])
+redis.call('SREM', ARGV[5] .. ARGV[1], ARGV[7])
+redis.call('SADD', ARGV[6], ARGV[7])
 return {'OK'}
 `)
 
-// Delete: ARGV me, epoch.
+// Delete: ARGV me, epoch, owner index prefix, session id.
 var deleteScript = redis.NewScript(luaLib + `
 local v = redis.call('HMGET', KEYS[1], 'owner', 'epoch')
 if not v[1] then return {'NOTFOUND'} end
 if v[1] ~= ARGV[1] or v[2] ~= ARGV[2] then return {'FENCED', v[1], v[2]} end
 redis.call('DEL', KEYS[1])
+redis.call('SREM', ARGV[3] .. ARGV[1], ARGV[4])
 return {'OK'}
 `)
 
-// Get (read-only): ARGV lease prefix.
-// Replies {'OK', record..., owner's lease addr or false, record pttl}.
-var getScript = redis.NewScript(`#!lua flags=no-writes
+// Get (read-only): ARGV lease prefix, marker key.
+// Replies {'OK', record..., owner's lease addr or false, record pttl}, or
+// {'NOTFOUND', marker age in ms or -1 when there is no marker}.
+var getScript = redis.NewScript("#!lua flags=no-writes\n" + luaLib + `
 local r = redis.call('HMGET', KEYS[1], ` + luaFields + `)
-if not r[1] then return {'NOTFOUND'} end
+if not r[1] then
+  local m = redis.call('GET', ARGV[2])
+  if not m then return {'NOTFOUND', '-1'} end
+  local at = string.match(m, ':r:(%d+)$')
+  if not at then return {'NOTFOUND', '9223372036854775807'} end
+  return {'NOTFOUND', tostring(tonumber(now_ms()) - tonumber(at))}
+end
 local addr = false
 if r[1] ~= '' then addr = redis.call('HGET', ARGV[1] .. r[1], 'addr') end
 table.insert(r, 1, 'OK')
@@ -178,4 +198,91 @@ var ownerScript = redis.NewScript(`#!lua flags=no-writes
 local v = redis.call('HMGET', KEYS[1], 'addr', 'started_ms')
 if not v[1] then return {} end
 return {v[1], v[2] or '0', redis.call('PTTL', KEYS[1])}
+`)
+
+// Marker: KEYS[1] marker key; ARGV a fresh random id, "r" when the caller
+// had seen another marker (so a missing one means Redis lost its data).
+// Returns the directory's incarnation marker, "<id>" or, created after a
+// loss, "<id>:r:<created_ms>" (Get answers RECOVERING for a while after
+// that), creating it when missing.
+var markerScript = redis.NewScript(luaLib + `
+local m = redis.call('GET', KEYS[1])
+if m then return m end
+m = ARGV[1]
+if ARGV[2] == 'r' then m = m .. ':r:' .. now_ms() end
+redis.call('SET', KEYS[1], m)
+return m
+`)
+
+// Restore: re-create a record a flushed directory lost. ARGV me, epoch,
+// caller, runtime, upstream, sealed token, seq, ttl_ms. Creates it, or
+// replaces one at a lower epoch (the higher epoch wins: a stale owner that
+// restored first is fenced at its next write); {'OK'} also when the record
+// is already ours at epoch; else {'FENCED', owner, epoch}. ARGV 9, 10:
+// owner index prefix, session id.
+var restoreScript = redis.NewScript(luaLib + `
+local v = redis.call('HMGET', KEYS[1], 'owner', 'epoch')
+if v[1] and v[1] == ARGV[1] and v[2] == ARGV[2] then
+  redis.call('SADD', ARGV[9] .. ARGV[1], ARGV[10])
+  return {'OK'}
+end
+if v[1] and not gt(ARGV[2], v[2]) then return {'FENCED', v[1], v[2]} end
+if v[1] and v[1] ~= '' then redis.call('SREM', ARGV[9] .. v[1], ARGV[10]) end
+redis.call('SADD', ARGV[9] .. ARGV[1], ARGV[10])
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'epoch', ARGV[2], 'caller', ARGV[3], 'runtime', ARGV[4],
+  'upstream', ARGV[5], 'token', ARGV[6], 'seq', ARGV[7], 'updated_ms', now_ms())
+redis.call('PEXPIRE', KEYS[1], ARGV[8])
+return {'OK'}
+`)
+
+// Peers (read-only): ARGV registry key, lease prefix. Replies {instance,
+// lease pttl (-2: none), ...} for every replica in the registry.
+var peersScript = redis.NewScript(`#!lua flags=no-writes
+local out = {}
+for _, inst in ipairs(redis.call('SMEMBERS', ARGV[1])) do
+  table.insert(out, inst)
+  table.insert(out, tostring(redis.call('PTTL', ARGV[2] .. inst)))
+end
+return out
+`)
+
+// Lease probe (read-only): KEYS[1] lease key. Replies {incarnation, pttl}
+// or {}.
+var leaseProbeScript = redis.NewScript(`#!lua flags=no-writes
+local inc = redis.call('HGET', KEYS[1], 'incarnation')
+if not inc then return {} end
+return {inc, tostring(redis.call('PTTL', KEYS[1]))}
+`)
+
+// Orphans by index: ARGV session prefix, owner index prefix, released set
+// key, lease prefix, registry key, then the instances to look up. Replies
+// {id, owner, epoch, ...} for every session in the released set and in the
+// owner index of each instance given whose record still names that owner
+// (or is released); stale index entries (the record is gone or names
+// someone else) are removed. An instance whose lease is gone and whose
+// index is empty leaves the registry. O(orphans + stale entries).
+var orphansIndexScript = redis.NewScript(`
+local out = {}
+local function look(set, want)
+  for _, id in ipairs(redis.call('SMEMBERS', set)) do
+    local v = redis.call('HMGET', ARGV[1] .. id, 'owner', 'epoch')
+    if v[1] and v[1] == want then
+      table.insert(out, id)
+      table.insert(out, v[1])
+      table.insert(out, v[2])
+    else
+      redis.call('SREM', set, id)
+    end
+  end
+end
+look(ARGV[3], '')
+for i = 6, #ARGV do
+  local inst = ARGV[i]
+  look(ARGV[2] .. inst, inst)
+  if redis.call('EXISTS', ARGV[4] .. inst) == 0 and redis.call('SCARD', ARGV[2] .. inst) == 0 then
+    redis.call('SREM', ARGV[5], inst)
+  end
+end
+return out
 `)

@@ -61,12 +61,19 @@ type ClusterConfig struct {
 	// SessionTTL.
 	RefreshEvery time.Duration
 	// SweepEvery is the period of the orphan sweep that adopts sessions
-	// whose owner is gone or that were handed off (default 1 s).
+	// whose owner is gone or that were handed off (default 250 ms; a
+	// sweep costs two read scripts, O(replicas), plus O(orphans)).
 	SweepEvery time.Duration
 	// HandoffGrace bounds how long Shutdown lets in-flight unary calls
 	// finish before it hands the sessions off (default 5 s, and never past
 	// half of Shutdown's deadline).
 	HandoffGrace time.Duration
+	// RebalancePerSecond bounds how many idle sessions a replica hands
+	// off per second to the replica that the rendezvous hash prefers
+	// (default 50; negative: never). RebalanceMinStay: a session is not
+	// moved within this time of arriving (default 5 s).
+	RebalancePerSecond float64
+	RebalanceMinStay   time.Duration
 	// OwnerCacheTTL is how long a replica remembers the owner of a session
 	// it forwarded a call for, instead of reading the directory for every
 	// call (default 2 s; negative: off). A stale entry is safe: see
@@ -89,9 +96,13 @@ func (c *ClusterConfig) setDefaults() {
 	def(&c.AckEvery, 250*time.Millisecond)
 	def(&c.AckLag, 2*time.Second)
 	def(&c.RefreshEvery, 60*time.Second)
-	def(&c.SweepEvery, time.Second)
+	def(&c.SweepEvery, 250*time.Millisecond)
 	def(&c.HandoffGrace, 5*time.Second)
 	def(&c.OwnerCacheTTL, 2*time.Second)
+	def(&c.RebalanceMinStay, 5*time.Second)
+	if c.RebalancePerSecond == 0 {
+		c.RebalancePerSecond = 50
+	}
 }
 
 func (c *ClusterConfig) validate() error {
@@ -157,9 +168,20 @@ type clusterState struct {
 	ctx     context.Context            // lifetime of takeover dials; cancelled by Shutdown
 	cancel  context.CancelFunc
 
+	// The ownership core (cluster.Ownership): every ownership decision —
+	// lease, grace, lapse, flush restore, takeover, resume hold — is its.
+	coreMu sync.Mutex
+	core   *cluster.Ownership // guarded by coreMu
+
+	leaseFailures uint64    // guarded by coreMu: directory lease failures fed to the core
+	leaseUntil    time.Time // guarded by coreMu: LeaseValidUntil last fed to the core
+
 	// Owned by the loop goroutine.
-	leaseFailures uint64 // directory lease failures seen so far
-	recheck       bool   // Redis was in trouble: rewrite every record (it may have lost them)
+	statsSeen       cluster.Stats        // core stats already exported
+	selfSweeps      int                  // sweeps that looked up this instance's own index
+	orphanSeen      map[string]time.Time // orphans of the last sweep, by session id: when first seen
+	rebalanceCredit float64              // hand-offs the rebalancer may make now
+	walked          time.Time            // last keyspace walk (Orphans)
 }
 
 // owned is a session this replica owns (or is about to claim).
@@ -176,6 +198,7 @@ type owned struct {
 	token   string     // guarded by mu; a welcome's token not yet written
 	acked   uint64     // guarded by mu; the seq recorded (and allowed upstream)
 	written time.Time  // guarded by mu; last successful write
+	since   time.Time  // immutable once in clusterState.owned: when this replica got it
 	win     cluster.AckWindow
 }
 
@@ -194,6 +217,10 @@ func newClusterState(cfg ClusterConfig, self string, table *session.Table[*upstr
 		owners: cluster.NewOwnerCache(cfg.OwnerCacheTTL, 0), codec: wirecodec.NewCodec(),
 	}
 	c.selfHints = c.hints(self, "")
+	c.core = cluster.NewOwnership(cluster.OwnershipConfig{Self: self, LeaseTTL: cfg.Directory.LeaseTTL()})
+	// The directory's marker as Open read it: any other one later is a
+	// flush, even one that happens before the loop's first tick.
+	c.core.MarkerSeen(time.Now(), cfg.Directory.LastMarker())
 	c.healthy.Store(true)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	return c
@@ -219,7 +246,59 @@ func (c *clusterState) prepare(uc *upstream.Config) *owned {
 	o.win.Lag = c.cfg.AckLag
 	uc.AckLimited = true
 	uc.OnWelcome = func(_, token string) { c.onWelcome(o, token) }
+	uc.ResumeGate = func() bool { return c.mayResume(o) }
 	return o
+}
+
+// withCore runs f with the ownership core, once the core knows what the
+// lease loop did last.
+func (c *clusterState) withCore(f func(*cluster.Ownership)) {
+	c.coreMu.Lock()
+	defer c.coreMu.Unlock()
+	c.feedLeaseLocked(time.Now())
+	f(c.core)
+}
+
+// mayResume is the upstream connection's resume gate (cluster.Ownership
+// MayResume): no resume while the directory lacks the token or the epoch
+// is unconfirmed.
+func (c *clusterState) mayResume(o *owned) bool {
+	if o.id == "" {
+		return true // not registered yet: nobody else knows the session
+	}
+	var ok bool
+	c.withCore(func(core *cluster.Ownership) { ok = core.MayResume(o.id, time.Now()) })
+	return ok
+}
+
+// mayServe says whether a write for session id may be served here now.
+func (c *clusterState) mayServe(id string) bool {
+	var ok bool
+	c.withCore(func(core *cluster.Ownership) { ok = !core.Owned(id) || core.MayServe(id, time.Now()) })
+	return ok
+}
+
+// result maps a directory write's error for the core.
+func result(err error) cluster.Result {
+	switch {
+	case err == nil:
+		return cluster.OK
+	case errors.Is(err, directory.ErrFenced), errors.Is(err, directory.ErrExists):
+		return cluster.Fenced
+	case errors.Is(err, directory.ErrNotFound):
+		return cluster.Missing
+	}
+	return cluster.Unreachable
+}
+
+// wrote feeds a write's result to the core; it fences the session when the
+// core says it is no longer this replica's.
+func (c *clusterState) wrote(o *owned, w cluster.Work, err error, epoch uint64) {
+	var detach bool
+	c.withCore(func(core *cluster.Ownership) { detach = core.Wrote(o.id, w, result(err), epoch) })
+	if detach {
+		o.fenced.Store(true)
+	}
 }
 
 // dialled links a new connection to its owned record until the session id
@@ -243,11 +322,15 @@ func (c *clusterState) claimOpened(id, caller string) {
 	o := c.pending[sess.Conn]
 	delete(c.pending, sess.Conn)
 	if o != nil {
-		o.id = id
+		o.id, o.since = id, time.Now()
 		c.owned[id] = o
 	}
 	c.mu.Unlock()
-	if o == nil || !c.healthy.Load() {
+	if o == nil {
+		return
+	}
+	c.withCore(func(core *cluster.Ownership) { core.Opened(id) })
+	if !c.healthy.Load() {
 		return
 	}
 	o.mu.Lock()
@@ -275,21 +358,37 @@ func (c *clusterState) claimLocked(o *owned) {
 	if o.epoch != 0 || c.draining.Load() {
 		return
 	}
-	tok, _ := o.conn.ResumePoint()
-	epoch, err := c.dir.Claim(c.ctx, directory.Session{
-		ID: o.id, Caller: o.caller, Runtime: o.runtime, UpstreamSessionID: o.conn.Status().SessionID,
-		ResumeToken: tok, AckedSeq: o.acked,
-	})
+	var w cluster.Work
+	c.withCore(func(core *cluster.Ownership) { w = core.ClaimWork(o.id) })
+	s := o.sessionLocked()
+	epoch, err := c.dir.Claim(c.ctx, s)
+	if errors.Is(err, directory.ErrExists) {
+		// A claim whose reply was lost, made again? Then the record is
+		// ours: write the current token into it.
+		if rec, gerr := c.dir.Get(c.ctx, o.id); gerr == nil && rec.Owner == c.self {
+			epoch = rec.Epoch
+			err = c.dir.Update(c.ctx, o.id, epoch, directory.Change{ResumeToken: s.ResumeToken, AckedSeq: o.acked})
+		}
+	}
 	c.observe(err)
+	c.wrote(o, w, err, epoch)
 	switch {
 	case err == nil:
 		o.epoch, o.token, o.written = epoch, "", time.Now()
-	case errors.Is(err, directory.ErrExists):
-		// The record is somebody else's (it was taken over while Redis
-		// had lost it and we re-claim): drop the session.
+	case errors.Is(err, directory.ErrExists), errors.Is(err, directory.ErrFenced):
+		// The record is somebody else's: drop the session.
 		o.fenced.Store(true)
 	default:
 		c.m.dirErrors.WithLabelValues("claim").Inc()
+	}
+}
+
+// sessionLocked is what the directory records of the session now.
+func (o *owned) sessionLocked() directory.Session {
+	tok, _ := o.conn.ResumePoint()
+	return directory.Session{
+		ID: o.id, Caller: o.caller, Runtime: o.runtime, UpstreamSessionID: o.conn.Status().SessionID,
+		ResumeToken: tok, AckedSeq: o.acked,
 	}
 }
 
@@ -301,13 +400,17 @@ func (c *clusterState) onWelcome(o *owned, token string) {
 	if o.epoch == 0 {
 		return // not claimed yet: the claim reads the latest token
 	}
+	c.withCore(func(core *cluster.Ownership) { core.Welcome(o.id) })
 	o.token = token
 	c.writeTokenLocked(o)
 }
 
 func (c *clusterState) writeTokenLocked(o *owned) {
+	var w cluster.Work
+	c.withCore(func(core *cluster.Ownership) { w = core.TokenWork(o.id) })
 	err := c.dir.Update(c.ctx, o.id, o.epoch, directory.Change{ResumeToken: o.token})
 	c.observe(err)
+	c.wrote(o, w, err, 0)
 	c.afterWriteLocked(o, err)
 	if err == nil {
 		o.token = ""
@@ -322,9 +425,8 @@ func (c *clusterState) afterWriteLocked(o *owned, err error) {
 	case errors.Is(err, directory.ErrFenced):
 		o.fenced.Store(true)
 	case errors.Is(err, directory.ErrNotFound):
-		// Redis lost the record (a restart without persistence): claim
-		// it again at the next tick.
-		o.epoch = 0
+		// Redis lost the record: the core restores it once the
+		// directory's marker shows a flush, else detaches it.
 	default:
 		c.m.dirErrors.WithLabelValues("update").Inc()
 	}
@@ -387,22 +489,49 @@ func (c *clusterState) snapshot() []*owned {
 
 func (c *clusterState) remove(o *owned) {
 	c.mu.Lock()
-	if c.owned[o.id] == o {
+	mine := c.owned[o.id] == o
+	if mine {
 		delete(c.owned, o.id)
 	}
 	c.mu.Unlock()
+	if mine {
+		c.withCore(func(core *cluster.Ownership) { core.Gone(o.id) })
+	}
 }
 
-// tick brings the directory up to date for every owned session.
+// tick brings the directory up to date for every owned session: it feeds
+// the core the lease's and the marker's news, carries out the writes the
+// core says are due (claims, restores, tokens, confirmations), then the
+// acked seqs and refreshes by age.
 func (c *clusterState) tick() {
 	now := time.Now()
 	c.prunePending()
-	if lf := c.dir.Counters().LeaseFailures.Load(); lf != c.leaseFailures {
-		// Redis was unreachable: when it is back it may have restarted
-		// empty, so every record is rewritten (ErrNotFound → claim again).
-		c.leaseFailures, c.recheck = lf, true
+	m, merr := c.dir.Marker(c.ctx)
+	c.observe(merr)
+	var work []cluster.Work
+	var detach []string
+	c.withCore(func(core *cluster.Ownership) {
+		if merr != nil {
+			core.DirectoryFailed(now)
+			return
+		}
+		core.MarkerSeen(now, m)
+		work, detach = core.Due(now)
+	})
+	c.mu.Lock()
+	byID := func(id string) *owned { return c.owned[id] }
+	var gone []*owned
+	for _, id := range detach {
+		if o := byID(id); o != nil {
+			gone = append(gone, o)
+		}
 	}
-	force, rechecked := c.recheck, true
+	c.mu.Unlock()
+	for _, o := range gone {
+		c.log.Warn("session detached: its directory record vanished and no flush explains it", "session_id", o.id)
+		c.fence(o)
+	}
+	c.doWork(work)
 	owned := c.snapshot()
 	due := refreshBudget(len(owned), c.cfg.AckEvery, c.cfg.RefreshEvery)
 	for _, o := range owned {
@@ -417,14 +546,10 @@ func (c *clusterState) tick() {
 			continue
 		}
 		o.mu.Lock()
-		c.claimLocked(o)
-		if o.epoch != 0 && o.token != "" {
-			c.writeTokenLocked(o)
-		}
-		if o.epoch != 0 {
+		if o.epoch != 0 && c.mayServe(o.id) {
 			o.win.Observe(now, o.conn.Status().LastEventSeq)
 			target := o.win.Target(now)
-			write := target > o.acked || force
+			write := target > o.acked
 			if age := now.Sub(o.written); !write && age >= c.cfg.RefreshEvery {
 				// Due only by age: within this pass's share, or
 				// unconditionally once twice overdue.
@@ -436,12 +561,12 @@ func (c *clusterState) tick() {
 				}
 			}
 			if write {
+				var w cluster.Work
+				c.withCore(func(core *cluster.Ownership) { w = core.ConfirmWork(o.id) })
 				err := c.dir.Update(c.ctx, o.id, o.epoch, directory.Change{AckedSeq: target})
 				c.observe(err)
+				c.wrote(o, w, err, 0)
 				c.afterWriteLocked(o, err)
-				if errors.Is(err, directory.ErrUnavailable) {
-					rechecked = false
-				}
 				if err == nil && target > o.acked {
 					o.acked = target
 					// Recorded: the runtime may discard up to here.
@@ -454,12 +579,97 @@ func (c *clusterState) tick() {
 			c.fence(o)
 		}
 	}
-	if force && rechecked {
-		c.recheck = false
-	}
 	c.mu.Lock()
 	c.m.owned.Set(float64(len(c.owned)))
 	c.mu.Unlock()
+	c.exportStats()
+}
+
+// feedLeaseLocked tells the core what the directory's lease loop did
+// since it last looked: refreshed (LeaseValidUntil moved) or failed.
+func (c *clusterState) feedLeaseLocked(now time.Time) {
+	until := c.dir.LeaseValidUntil()
+	lf := c.dir.Counters().LeaseFailures.Load()
+	if lf != c.leaseFailures {
+		c.leaseFailures = lf
+		c.core.LeaseFailed(now)
+	}
+	if !until.IsZero() && !until.Equal(c.leaseUntil) {
+		c.leaseUntil = until
+		c.core.LeaseRefreshed(until.Add(-c.dir.LeaseTTL()), now, "")
+	}
+}
+
+// doWork carries out the core's due writes; bounded parallelism, so that
+// a flush's restore of thousands of records takes a few round trips' time.
+func (c *clusterState) doWork(work []cluster.Work) {
+	if len(work) == 0 {
+		return
+	}
+	sem := make(chan struct{}, 32)
+	var wg sync.WaitGroup
+	for _, w := range work {
+		c.mu.Lock()
+		o := c.owned[w.ID]
+		c.mu.Unlock()
+		if o == nil {
+			continue
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			o.mu.Lock()
+			defer o.mu.Unlock()
+			switch w.Kind {
+			case cluster.Claim:
+				c.claimLocked(o)
+			case cluster.WriteToken:
+				if o.token == "" {
+					o.token, _ = o.conn.ResumePoint()
+				}
+				c.writeTokenLocked(o)
+			case cluster.Confirm:
+				err := c.dir.Update(c.ctx, o.id, w.Epoch, directory.Change{})
+				c.observe(err)
+				c.wrote(o, w, err, 0)
+				c.afterWriteLocked(o, err)
+			case cluster.Restore:
+				err := c.dir.Restore(c.ctx, o.sessionLocked(), w.Epoch)
+				c.observe(err)
+				c.wrote(o, w, err, 0)
+				c.afterWriteLocked(o, err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// exportStats adds the core's decisions since the last tick to the
+// metrics.
+func (c *clusterState) exportStats() {
+	var st cluster.Stats
+	c.withCore(func(core *cluster.Ownership) { st = core.Stats() })
+	old := c.statsSeen
+	c.statsSeen = st
+	add := func(name string, now, before uint64) {
+		if now > before {
+			c.m.decisions.WithLabelValues(name).Add(float64(now - before))
+		}
+	}
+	add("lease_lapse", st.Lapses, old.Lapses)
+	add("outage", st.Outages, old.Outages)
+	add("grace_wait", st.GraceWaits, old.GraceWaits)
+	add("flush_detected", st.Flushes, old.Flushes)
+	add("takeover_not_yet", st.NotYet, old.NotYet)
+	add("fenced", st.Fenced, old.Fenced)
+	add("vanished", st.Vanished, old.Vanished)
+	add("confirm", st.Confirms, old.Confirms)
+	add("restore", st.Restores, old.Restores)
+	add("resume_hold", st.ResumeHolds, old.ResumeHolds)
+	for r := range st.Takeovers {
+		add("takeover_"+cluster.TakeReason(r).String(), st.Takeovers[r], old.Takeovers[r])
+	}
 }
 
 // refreshBudget is how many records a pass of the directory loop over n
@@ -525,27 +735,151 @@ func (c *clusterState) sweep(ctx context.Context) {
 	if c.draining.Load() {
 		return
 	}
-	orphans, err := c.dir.Orphans(ctx, 64)
+	peers, err := c.dir.Peers(ctx)
+	c.observe(err)
+	if err != nil {
+		c.m.dirErrors.WithLabelValues("peers").Inc()
+		return
+	}
+	now := time.Now()
+	leases := make([]cluster.PeerLease, len(peers))
+	for i, p := range peers {
+		leases[i] = cluster.PeerLease{Instance: p.Instance, Live: p.Live, TTLLeft: p.TTLLeft}
+	}
+	var dead []string
+	c.withCore(func(core *cluster.Ownership) {
+		core.PeersSeen(now, leases)
+		dead = core.Dead(now)
+	})
+	// The owner index: the released sessions and those of the replicas
+	// judged gone (and, in the first sweeps after the start, this
+	// instance's own: records a previous process with this id left).
+	look := dead
+	if c.selfSweeps < selfSweeps {
+		c.selfSweeps++
+		look = append(slices.Clone(dead), c.self)
+	}
+	orphans, err := c.dir.OrphansOf(ctx, look)
 	c.observe(err)
 	if err != nil {
 		c.m.dirErrors.WithLabelValues("orphans").Inc()
 		return
 	}
-	for _, o := range orphans {
-		if ctx.Err() != nil {
-			return
-		}
-		if _, _, err := c.takeOver(o.SessionID, "sweep"); err != nil && !errors.Is(err, directory.ErrOwned) {
-			c.log.Debug("sweep: takeover failed", "session_id", o.SessionID, "err", err)
+	if now.Sub(c.walked) >= c.dir.OrphanScanEvery() {
+		// The safety net: a walk of the keyspace for records the index
+		// does not have (written by an older version).
+		c.walked = now
+		more, err := c.dir.Orphans(ctx, 0)
+		c.observe(err)
+		orphans = append(orphans, more...)
+	}
+	// Placement: an orphan goes to its preferred replica (rendezvous hash
+	// over the live replicas); the others leave it to that one for two
+	// sweeps, then take it too (the preferred one may be slow or failing).
+	live := []string{c.self}
+	for _, p := range peers {
+		if p.Live && p.Instance != c.self {
+			live = append(live, p.Instance)
 		}
 	}
+	seen := make(map[string]time.Time, len(orphans))
+	var todo []directory.Orphan
+	for _, o := range orphans {
+		if o.Owner != "" && o.Owner != c.self && !slices.Contains(dead, o.Owner) {
+			continue
+		}
+		first, ok := c.orphanSeen[o.SessionID]
+		if !ok {
+			first = now
+		}
+		seen[o.SessionID] = first
+		if cluster.Preferred(o.SessionID, live) != c.self && now.Sub(first) < 2*c.cfg.SweepEvery {
+			continue
+		}
+		todo = append(todo, o)
+	}
+	c.orphanSeen = seen
+	// Bounded parallel takeovers: each is a directory round trip and an
+	// upstream resume.
+	sem := make(chan struct{}, sweepParallel)
+	var wg sync.WaitGroup
+	for _, o := range todo {
+		if ctx.Err() != nil {
+			break
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if _, _, err := c.takeOver(o.SessionID, o.Owner, false, "sweep"); err != nil && !errors.Is(err, directory.ErrOwned) {
+				c.log.Debug("sweep: takeover failed", "session_id", o.SessionID, "err", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if len(todo) > 0 {
+		c.log.Info("sweep", "orphans", len(todo), "dead", dead, "took", time.Since(now))
+	}
+	c.rebalance(ctx, live, now)
 }
+
+// rebalance hands off, at most RebalancePerSecond a second, idle sessions
+// whose preferred replica (cluster.Preferred over the live replicas) is
+// another: released in the directory, the preferred one adopts them at its
+// next sweep. A session is moved only when no call is in progress on it,
+// no job of it is live, and it has been here for RebalanceMinStay, so a
+// move cuts nothing and a session does not bounce.
+func (c *clusterState) rebalance(ctx context.Context, live []string, now time.Time) {
+	if c.cfg.RebalancePerSecond <= 0 || len(live) < 2 {
+		return
+	}
+	c.rebalanceCredit = min(c.rebalanceCredit+c.cfg.RebalancePerSecond*c.cfg.SweepEvery.Seconds(), max(c.cfg.RebalancePerSecond, 1))
+	for _, o := range c.snapshot() {
+		if c.rebalanceCredit < 1 || ctx.Err() != nil || c.draining.Load() {
+			return
+		}
+		if cluster.Preferred(o.id, live) == c.self || now.Sub(o.since) < c.cfg.RebalanceMinStay {
+			continue
+		}
+		sess, ok := c.table.Get(o.id, o.caller)
+		if !ok || sess.Busy() || o.conn.ActiveJobs() > 0 || !c.mayServe(o.id) {
+			continue
+		}
+		o.mu.Lock()
+		if o.epoch == 0 || o.token != "" {
+			o.mu.Unlock()
+			continue
+		}
+		o.conn.Detach()
+		err := c.dir.Release(c.ctx, o.id, o.epoch)
+		o.mu.Unlock()
+		c.observe(err)
+		c.remove(o)
+		c.rebalanceCredit--
+		if err != nil {
+			c.log.Warn("rebalance: release failed; the session is adopted once this replica's lease expires, or taken back by a call", "session_id", o.id, "err", err)
+			continue
+		}
+		c.m.decisions.WithLabelValues("rebalance_move").Inc()
+	}
+}
+
+// selfSweeps is how many sweeps after the start look up this instance's
+// own index (records of a previous process with the same instance id).
+const selfSweeps = 5
+
+// sweepParallel bounds the sweep's concurrent takeovers (directory round
+// trip and upstream resume each).
+const sweepParallel = 64
+
+// errNotYet: the owner's lease is absent but not (yet) judged gone.
+var errNotYet = errors.New("cluster: the session's owner is not yet judged gone")
 
 // takeOver claims a session by epoch and resumes its upstream session here.
 // Concurrent takeovers of one session in this replica share one attempt.
 // It returns the session's caller and owner address when the session turned
 // out to be owned by a live replica (an *directory.OwnedError).
-func (c *clusterState) takeOver(id, reason string) (caller string, o *owned, err error) {
+func (c *clusterState) takeOver(id, owner string, ownerLive bool, reason string) (caller string, o *owned, err error) {
 	c.mu.Lock()
 	if cur := c.owned[id]; cur != nil {
 		if sess, ok := c.table.Get(id, cur.caller); ok && !sess.Lost() {
@@ -581,9 +915,23 @@ func (c *clusterState) takeOver(id, reason string) (caller string, o *owned, err
 	if c.draining.Load() {
 		return "", nil, session.ErrDraining
 	}
+	var verdict cluster.Verdict
+	var why cluster.TakeReason
+	c.withCore(func(core *cluster.Ownership) { verdict, why = core.MayTakeOver(owner, ownerLive, time.Now()) })
+	if verdict != cluster.Take {
+		return "", nil, errNotYet
+	}
 	start := time.Now()
 	rec, err := c.dir.Takeover(c.ctx, id)
 	c.observe(err)
+	if errors.Is(err, directory.ErrFlushed) {
+		// The directory lost its data since the marker was read: learn
+		// it now (the core restores and waits a grace).
+		if m, merr := c.dir.Marker(c.ctx); merr == nil {
+			c.withCore(func(core *cluster.Ownership) { core.MarkerSeen(time.Now(), m) })
+		}
+		return "", nil, errNotYet
+	}
 	var keyErr *directory.KeyError
 	switch {
 	case errors.As(err, &keyErr):
@@ -598,12 +946,13 @@ func (c *clusterState) takeOver(id, reason string) (caller string, o *owned, err
 		_ = c.dir.Release(c.ctx, id, rec.Epoch)
 		return "", nil, fmt.Errorf("cluster: session %s is on runtime %q, which this replica does not configure", id, rec.Runtime)
 	}
-	o = &owned{id: id, caller: rec.Caller, runtime: rec.Runtime, adopted: true, epoch: rec.Epoch, acked: rec.AckedSeq, written: time.Now()}
+	o = &owned{id: id, caller: rec.Caller, runtime: rec.Runtime, adopted: true, epoch: rec.Epoch, acked: rec.AckedSeq, written: time.Now(), since: time.Now()}
 	o.win.Lag = c.cfg.AckLag
 	uc := c.upstreamConfig(rt, rec.Caller)
 	uc.Resume = &upstream.ResumeFrom{SessionID: rec.UpstreamSessionID, ResumeToken: rec.ResumeToken, LastEventSeq: rec.AckedSeq}
 	uc.AckLimited = true
 	uc.OnWelcome = func(_, token string) { c.onWelcome(o, token) }
+	uc.ResumeGate = func() bool { return c.mayResume(o) }
 	conn, err := upstream.Dial(c.ctx, uc)
 	if err != nil {
 		var ae *arcp.Error
@@ -626,6 +975,16 @@ func (c *clusterState) takeOver(id, reason string) (caller string, o *owned, err
 	c.mu.Lock()
 	c.owned[id] = o
 	c.mu.Unlock()
+	var pending bool
+	o.mu.Lock()
+	pending = o.token != "" // the welcome's token write (onWelcome, during Dial) failed
+	o.mu.Unlock()
+	c.withCore(func(core *cluster.Ownership) {
+		core.TookOver(id, rec.Epoch, why)
+		if pending {
+			core.Welcome(id) // written again by the loop (WriteToken)
+		}
+	})
 	c.log.Info("session taken over", "session_id", id, "previous_owner", rec.PreviousOwner, "epoch", rec.Epoch,
 		"reason", reason, "from_seq", rec.AckedSeq, "took", time.Since(start))
 	return rec.Caller, o, nil

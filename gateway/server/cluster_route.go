@@ -305,11 +305,17 @@ func checkSessionHeader(ctx context.Context, id string) error {
 // (not forwarded) for a session held elsewhere may be sent to the owner
 // remembered from an earlier directory read (see cluster.OwnerCache for
 // why a stale entry is safe); without, the directory is read.
-func (c *clusterState) route(ctx context.Context, id string, cached bool) (cluster.Action, string, string, error) {
+func (c *clusterState) route(ctx context.Context, id string, cached, write bool) (cluster.Action, string, string, error) {
 	caller := callerFrom(ctx)
 	f := cluster.Facts{Self: c.self, Forwarded: forwardedFrom(ctx) != ""}
 	if sess, ok := c.table.Get(id, caller); ok && !sess.Lost() {
 		f.Local = true
+		if write && !c.mayServe(id) {
+			// This replica's lease lapsed (or a flush is being
+			// restored): it may have been taken over; no write until
+			// its epoch is confirmed again.
+			return cluster.TakeOver, "", "", errLeaseLapsed
+		}
 		return cluster.Route(f), "", c.self, nil
 	}
 	if cached && !f.Forwarded {
@@ -322,6 +328,10 @@ func (c *clusterState) route(ctx context.Context, id string, cached bool) (clust
 	rec, err := c.dir.Get(ctx, id)
 	c.observe(err)
 	switch {
+	case errors.Is(err, directory.ErrRecovering):
+		// The directory lost its data a moment ago: owners are
+		// restoring; never NOT_FOUND for a session that may be live.
+		return cluster.Unavailable, "", "", err
 	case errors.Is(err, directory.ErrNotFound):
 		f.Dir = cluster.DirNone
 	case err != nil:
@@ -352,9 +362,11 @@ func (c *clusterState) route(ctx context.Context, id string, cached bool) (clust
 		}
 		return cluster.TakeOver, "", "", session.ErrDraining
 	}
-	_, _, err = c.takeOver(id, "call")
+	_, _, err = c.takeOver(id, f.Owner, f.OwnerLive, "call")
 	var owned *directory.OwnedError
 	switch {
+	case errors.Is(err, errNotYet):
+		return cluster.TakeOver, "", "", errNotYet
 	case errors.As(err, &owned):
 		if f.Forwarded {
 			return cluster.Misrouted, owned.Addr, owned.Owner, nil
@@ -397,8 +409,38 @@ func (c *clusterState) awaitOwner(ctx context.Context, id string) (owner, addr s
 // adopt a session it handed off before it answers UNAVAILABLE.
 const drainForwardWait = 3 * time.Second
 
+// errLeaseLapsed: this replica's lease lapsed; writes wait for its epochs
+// to be confirmed again.
+var errLeaseLapsed = errors.New("cluster: lease lapsed")
+
+// isWrite says whether a session method changes the session (a submit, a
+// cancel, a close); reads (Get…, List…, Watch…, server streams) are served
+// by a holder whose lease lapsed, which keeps watches uncut through a
+// directory outage.
+func isWrite(fullMethod string, serverStreams bool) bool {
+	if serverStreams {
+		return false
+	}
+	name := fullMethod[strings.LastIndexByte(fullMethod, '/')+1:]
+	return !strings.HasPrefix(name, "Get") && !strings.HasPrefix(name, "List") && !strings.HasPrefix(name, "Watch")
+}
+
 // routeError is the status of a decision that does not run the handler.
 func (c *clusterState) routeError(a cluster.Action, id, owner, addr string, err error) error {
+	switch {
+	case errors.Is(err, errLeaseLapsed):
+		return gatewayStatus(codes.Unavailable, "LEASE_LAPSED",
+			"session "+id+" is held by this replica, whose directory lease lapsed: writes wait until it has confirmed it still owns the session; retry",
+			map[string]string{"instance_id": c.self})
+	case errors.Is(err, errNotYet):
+		return gatewayStatus(codes.Unavailable, "OWNER_SUSPECT",
+			"the owner of session "+id+" has no lease, but not yet for a full lease TTL as this replica observed it (or this replica is itself recovering from a directory outage): retry",
+			map[string]string{"instance_id": c.self})
+	case errors.Is(err, directory.ErrRecovering):
+		return gatewayStatus(codes.Unavailable, "DIRECTORY_RECOVERING",
+			"session "+id+" is not in the cluster directory, which lost its data a moment ago; owners are restoring their records: retry",
+			map[string]string{"instance_id": c.self})
+	}
 	switch a {
 	case cluster.Unavailable:
 		return gatewayStatus(codes.Unavailable, "DIRECTORY_UNAVAILABLE",
@@ -545,7 +587,7 @@ func (g *Gateway) clusterUnary(ctx context.Context, req any, info *grpc.UnarySer
 	}
 	var last forwardTry
 	for attempt := 0; ; attempt++ {
-		a, addr, owner, err := c.route(ctx, id, attempt == 0)
+		a, addr, owner, err := c.route(ctx, id, attempt == 0, isWrite(info.FullMethod, false))
 		switch a {
 		case cluster.Serve, cluster.NotFound:
 			if err != nil {
@@ -761,7 +803,7 @@ func (g *Gateway) clusterStream(srv any, ss grpc.ServerStream, info *grpc.Stream
 	}
 	var last forwardTry
 	for attempt := 0; ; attempt++ {
-		a, addr, owner, err := c.route(ctx, id, attempt == 0)
+		a, addr, owner, err := c.route(ctx, id, attempt == 0, isWrite(info.FullMethod, mi.serverStreams))
 		switch a {
 		case cluster.Serve, cluster.NotFound:
 			if err != nil {

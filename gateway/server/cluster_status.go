@@ -28,6 +28,10 @@ func (c *clusterState) status(ctx context.Context, id, caller string, notFound *
 	switch {
 	case errors.Is(err, directory.ErrNotFound):
 		return notFound, nil
+	case errors.Is(err, directory.ErrRecovering):
+		return nil, gatewayStatus(codes.Unavailable, "DIRECTORY_RECOVERING",
+			"session "+id+" is not in the cluster directory, which lost its data a moment ago; owners are restoring their records: retry",
+			map[string]string{"instance_id": c.self})
 	case err != nil:
 		if ctx.Err() != nil {
 			return nil, toStatus(c.log, ctx.Err())

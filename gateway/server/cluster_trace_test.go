@@ -59,6 +59,15 @@ func startReplicaGateways(t testing.TB, n int, cfg func(*Config)) ([]sessiongate
 		}
 		lease := &leaseLoop{d: d}
 		lease.start()
+		// The lease is written before the replica serves: a session whose
+		// owner has no lease yet is not forwarded to it (OWNER_SUSPECT).
+		for d.LeaseValidUntil().IsZero() {
+			select {
+			case <-ctx.Done():
+				t.Fatal("no lease:", ctx.Err())
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
 		c := Config{
 			InstanceID: inst, Runtimes: []Runtime{{Name: "default", URL: rt.URL()}},
 			Upstream: upstream.Config{BackoffInitial: 5 * time.Millisecond, BackoffMax: 50 * time.Millisecond, InitTimeout: 2 * time.Second},

@@ -37,6 +37,33 @@
 // the job ends upstream) and retained bytes (an Account per session, for the
 // upstream connection) are budgets with a gateway-wide and a per-caller cap.
 //
+// # Cluster ownership
+//
+// In cluster mode (ClusterConfig) every ownership decision is taken by the
+// sans-IO core cluster.Ownership (see gateway/cluster, doc.go, its rule
+// table); cluster.go only gathers its facts and carries its actions out.
+// The loop (every AckEvery) feeds it the directory lease's news
+// (LeaseValidUntil moved: refreshed; LeaseFailures moved: outage) and the
+// directory's incarnation marker, then makes the writes it calls due
+// (claims, restores after a flush, tokens, epoch confirmations after a
+// lapse; 32 at a time) and the acked seqs; a write refused by epoch fences
+// the session (detached silently). The sweep (every SweepEvery) gives it
+// the peers' leases (Directory.Peers) and takes over, 64 at a time, the
+// orphans the owner index names (Directory.OrphansOf) of the replicas the
+// core judges gone, each first by its rendezvous-preferred replica; then it
+// hands off, bounded per second, idle sessions whose preferred replica is
+// another (rebalance). A call is routed by cluster.Route and, for a
+// takeover, cluster.Ownership.MayTakeOver (UNAVAILABLE OWNER_SUSPECT while
+// the owner's absence is not yet judged); a write on a held session whose
+// epoch the core does not confirm is UNAVAILABLE LEASE_LAPSED; an upstream
+// resume waits for the core (upstream.Config.ResumeGate).
+//
+// Hooks for availability work (lame-duck drain, forwarding that re-reads
+// the directory): Ownership.Valid and MayServe say whether this replica may
+// serve; Ownership.Dead and MayTakeOver whether a peer is judged gone;
+// cluster.Preferred where a session belongs; the decisions are counted by
+// sessiongate_cluster_ownership_decisions_total{decision}.
+//
 // # Goroutines and shutdown
 //
 // Serve blocks serving gRPC. Upstream connections own their goroutines.
@@ -50,7 +77,11 @@
 //     ends at the latest when the session ends (service.bg);
 //   - the handler of a health Watch or reflection stream, run apart so that
 //     the stream can end at shutdown though reflection blocks in Recv
-//     (Gateway.infra).
+//     (Gateway.infra);
+//   - in cluster mode, the directory loop (stopped and awaited by Shutdown
+//     before the hand-off), and within one of its passes the bounded
+//     workers of its writes and of the sweep's takeovers, each pass waiting
+//     for its own.
 //
 // Shutdown drains in a fixed order: health NOT_SERVING and infrastructure
 // streams ended, new sessions refused and every upstream session closed

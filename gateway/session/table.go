@@ -108,6 +108,9 @@ type Session[C Conn] struct {
 // Closing reports whether the session is being closed.
 func (s *Session[C]) Closing() bool { return s.closing.Load() }
 
+// Busy reports whether calls are in progress on the session (Acquire).
+func (s *Session[C]) Busy() bool { return s.busy.Load() > 0 }
+
 // Lost reports whether the upstream session has ended.
 func (s *Session[C]) Lost() bool {
 	select {

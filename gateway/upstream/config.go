@@ -55,6 +55,12 @@ type Config struct {
 	// presents a used token. It runs on the connection's supervisor and
 	// must return promptly.
 	OnWelcome func(sessionID, resumeToken string)
+	// ResumeGate, if set, is asked before every resume of a dropped
+	// transport; while it answers false the attempt is put off (by
+	// BackoffInitial, within the resume window): a cluster owner does not
+	// spend its resume token while the directory lacks it or its epoch is
+	// unconfirmed. It must return promptly.
+	ResumeGate func() bool
 	// AckLimited makes acks never pass the limit set by SetAckLimit
 	// (initially the resume's LastEventSeq, else 0): a cluster directory
 	// records the acked seq before the runtime may discard the events.

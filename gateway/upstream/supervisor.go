@@ -350,6 +350,12 @@ func (c *Conn) reconnect(cause error) *transport {
 			c.finish(ErrDetached)
 			return nil
 		}
+		if g := c.cfg.ResumeGate; g != nil && !g() {
+			if now := time.Now(); now.Before(deadline) {
+				timer.Reset(min(jitter(c.cfg.BackoffInitial), deadline.Sub(now)))
+				continue
+			}
+		}
 		attempts++
 		c.ctr.Reconnects.Add(1)
 		c.mu.Lock()

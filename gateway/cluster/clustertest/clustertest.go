@@ -19,10 +19,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -274,6 +276,70 @@ func (c *Cluster) StopRedis() {
 		<-p.done
 		c.redis = nil
 	}
+}
+
+// FreezeRedis stops redis-server with SIGSTOP (a stall: connections stay
+// open, nothing is answered); ThawRedis continues it (SIGCONT).
+func (c *Cluster) FreezeRedis() { c.signalRedis(syscall.SIGSTOP) }
+
+// ThawRedis continues a frozen redis-server.
+func (c *Cluster) ThawRedis() { c.signalRedis(syscall.SIGCONT) }
+
+func (c *Cluster) signalRedis(sig os.Signal) {
+	if p := c.redis; p != nil {
+		_ = p.cmd.Process.Signal(sig)
+	}
+}
+
+// RedisCommand sends one command to redis-server (RESP over its socket)
+// and returns the reply's first line (e.g. "+OK" for FLUSHALL), or the
+// content of a bulk string reply (e.g. INFO's text).
+func (c *Cluster) RedisCommand(ctx context.Context, args ...string) (string, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", c.RedisSock)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := conn.Write([]byte(b.String())); err != nil {
+		return "", err
+	}
+	br := bufio.NewReader(conn)
+	l, err := br.ReadString('\n')
+	if err != nil || !strings.HasPrefix(l, "$") {
+		return strings.TrimSpace(l), err
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(l[1:]))
+	if err != nil || n < 0 {
+		return "", err
+	}
+	body := make([]byte, n+2)
+	if _, err := io.ReadFull(br, body); err != nil {
+		return "", err
+	}
+	return string(body[:n]), nil
+}
+
+// RedisInfoInt reads one integer field of INFO (e.g. total_commands_processed).
+func (c *Cluster) RedisInfoInt(ctx context.Context, field string) (int64, error) {
+	info, err := c.RedisCommand(ctx, "INFO", "all")
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), field+":"); ok {
+			return strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("clustertest: INFO has no %s", field)
 }
 
 // StartRedis starts redis-server on the cluster's socket and waits for it.

@@ -40,8 +40,9 @@ type ClusterConfig struct {
 	// port; it must be what the directory publishes (required).
 	Advertise string
 	// Secret authenticates forwarded calls between replicas: a forwarding
-	// peer asserts the caller's identity with an HMAC of it. Every replica
-	// has the same secret (required, at least 16 bytes).
+	// peer asserts the caller's identity with a one-time proof keyed by it
+	// (gateway/peerauth). Every replica has the same secret (required, at
+	// least 16 bytes).
 	Secret string
 
 	// AckEvery is the period of the directory loop: acked seqs, tokens that
@@ -135,7 +136,7 @@ type clusterState struct {
 	log       *slog.Logger
 	m         *clusterMetrics
 	owners    *cluster.OwnerCache // owners of sessions held elsewhere, as last read
-	sigs      signatures          // forwarding signatures, made and verified
+	proofs    *peerProofs         // forwarding proofs, made and verified (set by New)
 
 	relays     sync.Map     // relayKey → metadata.MD (see relayHints)
 	relayCount atomic.Int64 // entries stored in relays since it was last cleared

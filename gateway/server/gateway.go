@@ -335,6 +335,9 @@ func New(cfg Config) (*Gateway, error) {
 			return nil, err
 		}
 		g.cluster = newClusterState(cc, cfg.InstanceID, table, runtimes, tmpl, features, retained, cfg.Logger, m)
+		if g.cluster.proofs, err = newPeerProofs(cc.Secret, cfg.InstanceID, cfg.Registry); err != nil {
+			return nil, err
+		}
 		g.svc.cluster = g.cluster
 	}
 

@@ -23,6 +23,7 @@ import (
 	"github.com/sessiongate/sessiongate/gateway/budget"
 	"github.com/sessiongate/sessiongate/gateway/cluster"
 	"github.com/sessiongate/sessiongate/gateway/directory"
+	"github.com/sessiongate/sessiongate/gateway/peerauth/peertls"
 	"github.com/sessiongate/sessiongate/gateway/session"
 	"github.com/sessiongate/sessiongate/gateway/upstream"
 )
@@ -73,8 +74,14 @@ type ClusterConfig struct {
 	// cluster.OwnerCache.
 	OwnerCacheTTL time.Duration
 	// PeerDialOptions replace the default options of peer connections
-	// (plaintext): give transport credentials for TLS between replicas.
+	// (plaintext, or PeerTLS): give transport credentials for TLS between
+	// replicas.
 	PeerDialOptions []grpc.DialOption
+	// PeerTLS turns on mutual TLS between replicas (gateway/peerauth/
+	// peertls): peers are dialled over TLS with this replica's certificate,
+	// the gRPC port accepts TLS beside plaintext, and forwarded calls are
+	// accepted only over TLS with a client certificate of the cluster's CA.
+	PeerTLS *peertls.TLS
 
 	tracer trace.TracerProvider // Config.TracerProvider (set by New)
 	window int32                // Config.WindowBytes (set by New)
@@ -721,7 +728,11 @@ func (c *clusterState) peer(addr string) (*grpc.ClientConn, error) {
 		return cc, nil
 	}
 	opts := slices.Clone(c.cfg.PeerDialOptions)
-	if len(opts) == 0 {
+	switch {
+	case len(opts) > 0:
+	case c.cfg.PeerTLS != nil:
+		opts = []grpc.DialOption{grpc.WithTransportCredentials(c.cfg.PeerTLS.ClientCredentials())}
+	default:
 		opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	}
 	opts = append(opts, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)),

@@ -2,15 +2,18 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sessiongate/sessiongate/gateway/peerauth"
+	"github.com/sessiongate/sessiongate/gateway/peerauth/peertls"
 )
 
 // The forwarding proof of a call between replicas (gateway/peerauth): the
@@ -112,5 +115,17 @@ func (c *clusterState) checkProof(ctx context.Context, method, id string, req an
 // may use: with peer mTLS configured, a TLS connection whose client
 // certificate the cluster's CA signed.
 func (c *clusterState) peerTransportOK(ctx context.Context) error {
+	if c.cfg.PeerTLS != nil && !peertls.Verified(ctx) {
+		return errors.New("forwarded calls are accepted only over mutual TLS with a certificate of the cluster's CA")
+	}
 	return nil
+}
+
+// peerServerOptions are the gRPC server's options for peer TLS: the port
+// then accepts TLS beside plaintext (see peertls).
+func peerServerOptions(cc *ClusterConfig) []grpc.ServerOption {
+	if cc == nil || cc.PeerTLS == nil {
+		return nil
+	}
+	return []grpc.ServerOption{grpc.Creds(cc.PeerTLS.ServerCredentials())}
 }

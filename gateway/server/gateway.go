@@ -384,7 +384,7 @@ func New(cfg Config) (*Gateway, error) {
 		selector.StreamServerInterceptor(enforcer.StreamServerInterceptor(), selector.MatchFunc(profiled)),
 		selector.StreamServerInterceptor(g.endAtShutdown, selector.MatchFunc(unprofiled)))
 
-	g.grpc = grpc.NewServer(append(append(tracingOptions(cfg.TracerProvider), windowOptions(cfg.WindowBytes)...),
+	g.grpc = grpc.NewServer(append(append(append(tracingOptions(cfg.TracerProvider), windowOptions(cfg.WindowBytes)...), peerServerOptions(cfg.Cluster)...),
 		grpc.UnaryInterceptor(entry.intercept),
 		grpc.ForceServerCodecV2(newCodec()),
 		grpc.ChainStreamInterceptor(stream...),

@@ -137,8 +137,17 @@ const (
 	tokenLen = 1 + 8 + nonceLen + macLen
 )
 
-// TokenLen is the length of a token, encoded.
-var TokenLen = base64.RawURLEncoding.EncodedLen(tokenLen)
+// TokenLen is the length of a token, encoded (base64url of tokenLen bytes,
+// unpadded).
+const TokenLen = (tokenLen*8 + 5) / 6
+
+// macState is a MAC and its scratch space, reused (sync.Pool) so that a
+// proof costs no allocation for them.
+type macState struct {
+	h   hash.Hash
+	buf [256]byte
+	sum [macLen]byte
+}
 
 type nonce [nonceLen]byte
 
@@ -147,7 +156,7 @@ type Auth struct {
 	// Immutable.
 	cfg    Config
 	prefix [8]byte
-	macs   sync.Pool // hash.Hash: HMAC-SHA-256 under cfg.Secret
+	macs   sync.Pool // *macState
 
 	ctr    atomic.Uint64
 	nonces *nonceCache
@@ -163,7 +172,7 @@ func New(cfg Config) (*Auth, error) {
 	if _, err := io.ReadFull(cfg.Rand, a.prefix[:]); err != nil {
 		return nil, fmt.Errorf("peerauth: nonce prefix: %w", err)
 	}
-	a.macs.New = func() any { return hmac.New(sha256.New, a.cfg.Secret) }
+	a.macs.New = func() any { return &macState{h: hmac.New(sha256.New, a.cfg.Secret)} }
 	a.nonces = newNonceCache(cfg.TTL+2*cfg.Skew, cfg.MaxNonces)
 	return a, nil
 }
@@ -176,8 +185,10 @@ func (a *Auth) Sign(c Claims, now time.Time) string {
 	binary.BigEndian.PutUint64(raw[1:9], uint64(now.Add(a.cfg.TTL).UnixMilli()))
 	copy(raw[9:17], a.prefix[:])
 	binary.BigEndian.PutUint64(raw[17:25], a.ctr.Add(1))
-	a.mac(raw[25:25], &c, raw[1:25])
-	return base64.RawURLEncoding.EncodeToString(raw[:])
+	a.mac((*[macLen]byte)(raw[25:]), &c, raw[1:25])
+	var out [TokenLen]byte
+	base64.RawURLEncoding.Encode(out[:], raw[:])
+	return string(out[:])
 }
 
 // Verify checks token against the claims the verifying replica sees (c.To
@@ -189,7 +200,9 @@ func (a *Auth) Verify(token string, c Claims, now time.Time) error {
 	if len(token) != TokenLen {
 		return &Error{ReasonMalformed}
 	}
-	if n, err := base64.RawURLEncoding.Decode(raw[:], []byte(token)); err != nil || n != tokenLen || raw[0] != version {
+	var enc [TokenLen]byte
+	copy(enc[:], token)
+	if n, err := base64.RawURLEncoding.Decode(raw[:], enc[:]); err != nil || n != tokenLen || raw[0] != version {
 		return &Error{ReasonMalformed}
 	}
 	if c.From == "" || c.Caller == "" {
@@ -207,7 +220,7 @@ func (a *Auth) Verify(token string, c Claims, now time.Time) error {
 		return &Error{ReasonTooFar}
 	}
 	var want [macLen]byte
-	a.mac(want[:0], &c, raw[1:25])
+	a.mac(&want, &c, raw[1:25])
 	if !hmac.Equal(want[:], raw[25:]) {
 		return &Error{ReasonMismatch}
 	}
@@ -225,26 +238,24 @@ func (a *Auth) Verify(token string, c Claims, now time.Time) error {
 // Nonces is how many nonces the cache holds.
 func (a *Auth) Nonces() int { return a.nonces.len() }
 
-// mac appends the MAC of c and tail (expiry ‖ nonce) to dst.
-func (a *Auth) mac(dst []byte, c *Claims, tail []byte) []byte {
-	h := a.macs.Get().(hash.Hash)
-	h.Reset()
-	var buf [256]byte
-	b := append(buf[:0], "sessiongate/forward/v2"...)
+// mac writes the MAC of c and tail (expiry ‖ nonce) to dst.
+func (a *Auth) mac(dst *[macLen]byte, c *Claims, tail []byte) {
+	m := a.macs.Get().(*macState)
+	m.h.Reset()
+	b := append(m.buf[:0], "sessiongate/forward/v2"...)
 	for _, s := range [...]string{c.From, c.To, c.Caller, c.Method, c.Session} {
 		b = binary.AppendUvarint(b, uint64(len(s)))
-		if len(b)+len(s) > len(buf) {
-			h.Write(b)
-			h.Write([]byte(s))
-			b = buf[:0]
+		if len(b)+len(s) > len(m.buf) {
+			m.h.Write(b)
+			m.h.Write([]byte(s))
+			b = m.buf[:0]
 			continue
 		}
 		b = append(b, s...)
 	}
 	b = append(b, c.Digest[:]...)
 	b = append(b, tail...)
-	h.Write(b)
-	dst = h.Sum(dst)
-	a.macs.Put(h)
-	return dst
+	m.h.Write(b)
+	copy(dst[:], m.h.Sum(m.sum[:0]))
+	a.macs.Put(m)
 }

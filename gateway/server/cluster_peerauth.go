@@ -53,10 +53,8 @@ func newPeerProofs(secret, self string, reg prometheus.Registerer) (*peerProofs,
 	return p, nil
 }
 
-// proofKey is the context key of a forwarded call's unchecked proof.
-type proofKey struct{}
-
-// pendingProof is a forwarded call's hop headers, checked by checkProof.
+// pendingProof is a forwarded call's hop headers, the value of
+// forwardedKey in its context, checked by checkProof.
 type pendingProof struct{ from, caller, token string }
 
 // forwardable says whether peers ever forward calls of method: session
@@ -93,7 +91,7 @@ func (c *clusterState) signForward(to, caller, method, id string, digest [32]byt
 // checkProof verifies the forwarding proof of a forwarded call (nothing to
 // do for one that was not forwarded) against its session id and request.
 func (c *clusterState) checkProof(ctx context.Context, method, id string, req any) error {
-	p, ok := ctx.Value(proofKey{}).(pendingProof)
+	p, ok := ctx.Value(forwardedKey{}).(*pendingProof)
 	if !ok {
 		return nil
 	}

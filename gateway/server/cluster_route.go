@@ -62,8 +62,10 @@ type forwardedKey struct{}
 
 // forwardedFrom returns the peer that forwarded the call ("" if none).
 func forwardedFrom(ctx context.Context) string {
-	s, _ := ctx.Value(forwardedKey{}).(string)
-	return s
+	if p, ok := ctx.Value(forwardedKey{}).(*pendingProof); ok {
+		return p.from
+	}
+	return ""
 }
 
 // authFunc authenticates a call: a forwarding peer by its forwarding proof
@@ -99,8 +101,7 @@ func (g *Gateway) authFunc(ctx context.Context) (context.Context, error) {
 		return refuse(err.Error())
 	}
 	ctx = context.WithValue(ctx, callerKey{}, caller[0])
-	ctx = context.WithValue(ctx, proofKey{}, pendingProof{from: by[0], caller: caller[0], token: auth[0]})
-	return context.WithValue(ctx, forwardedKey{}, by[0]), nil
+	return context.WithValue(ctx, forwardedKey{}, &pendingProof{from: by[0], caller: caller[0], token: auth[0]}), nil
 }
 
 // outgoing is the metadata of a forwarded call: the caller's own metadata

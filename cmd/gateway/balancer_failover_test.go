@@ -29,6 +29,7 @@ type callRecord struct {
 	start, end     time.Time
 	code           codes.Code
 	reason, domain string // the error's ErrorInfo, if any
+	msg            string
 	servedBy       string
 }
 
@@ -77,7 +78,7 @@ func balancerFailover(t *testing.T, kind string) {
 				var hdr, trl metadata.MD
 				start := time.Now()
 				_, err := echo(sctx, gw, id, grpc.Header(&hdr), grpc.Trailer(&trl))
-				r := callRecord{session: i, start: start, end: time.Now(), code: status.Code(err)}
+				r := callRecord{session: i, start: start, end: time.Now(), code: status.Code(err), msg: status.Convert(err).Message()}
 				if loadCtx.Err() != nil && (r.code == codes.Canceled || r.code == codes.DeadlineExceeded) {
 					return // the load was stopped
 				}
@@ -214,7 +215,7 @@ func balancerFailover(t *testing.T, kind string) {
 		}
 		byOutcome[key]++
 		if r.code != codes.OK && (r.code != codes.Unavailable || r.reason == "" || r.domain != "sessiongate") {
-			bad = append(bad, fmt.Sprintf("session %d at %v: %v %q/%q", r.session, r.start.Format("15:04:05.000"), r.code, r.domain, r.reason))
+			bad = append(bad, fmt.Sprintf("session %d at %v: %v %q/%q %q", r.session, r.start.Format("15:04:05.000"), r.code, r.domain, r.reason, r.msg))
 		}
 	}
 	t.Logf("%s: %d calls by outcome: %v", kind, len(cs), byOutcome)

@@ -145,15 +145,22 @@ func startBalancer(t *testing.T, ctx context.Context, kind string, c *clustertes
 	}
 }
 
-// TestClusterBehindNginx runs docs/balancers.md's nginx recipe (consistent
-// hash on x-sessiongate-session, grpc_pass) in front of three replicas: every
-// call with the session header lands on one replica, and the session works
-// through nginx, unary and WatchJob.
-func TestClusterBehindNginx(t *testing.T) {
-	balancerBinary(t, "nginx")
+// TestClusterBehindBalancers runs each recipe of docs/balancers.md
+// (nginx, HAProxy: consistent hash on x-sessiongate-session) in front of
+// three replicas: every call with the session header lands on one replica,
+// and the session works through the balancer, unary and WatchJob — a watch
+// quiet for longer than the recipes' unary timeout (1.5 s) too.
+func TestClusterBehindBalancers(t *testing.T) {
+	for _, kind := range []string{"nginx", "haproxy"} {
+		t.Run(kind, func(t *testing.T) { behindBalancer(t, kind) })
+	}
+}
+
+func behindBalancer(t *testing.T, kind string) {
+	balancerBinary(t, kind)
 	ctx := testContext(t, 90*time.Second)
 	c, _ := startCluster(t, ctx)
-	front := startBalancer(t, ctx, "nginx", c)
+	front := startBalancer(t, ctx, kind, c)
 
 	gw := sessiongatev1.NewSessionGatewayClient(dial(t, front))
 	sid := openOn(t, ctx, gw)
@@ -162,36 +169,41 @@ func TestClusterBehindNginx(t *testing.T) {
 	for range 12 {
 		var hdr metadata.MD
 		if _, err := echo(sctx, gw, sid, grpc.Header(&hdr)); err != nil {
-			t.Fatalf("RunJob through nginx: %v", err)
+			t.Fatalf("RunJob through %s: %v", kind, err)
 		}
 		servedBy[strings.Join(hdr.Get("x-sessiongate-served-by"), ",")]++
 	}
 	if len(servedBy) != 1 {
-		t.Fatalf("calls with one session header reached several replicas: %v", servedBy)
+		t.Fatalf("calls with one session header reached several replicas through %s: %v", kind, servedBy)
 	}
-	sub, err := gw.SubmitJob(sctx, &sessiongatev1.SubmitJobRequest{SessionId: sid, Agent: "stream", Input: streamInput(4, 10)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stream, err := gw.WatchJob(sctx, &sessiongatev1.WatchJobRequest{SessionId: sid, JobId: sub.GetJobId()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []int
-	for {
-		item, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
+	watch := func(count, intervalMS int) []int {
+		sub, err := gw.SubmitJob(sctx, &sessiongatev1.SubmitJobRequest{SessionId: sid, Agent: "stream", Input: streamInput(count, intervalMS)})
 		if err != nil {
-			t.Fatalf("WatchJob through nginx: %v", err)
+			t.Fatal(err)
 		}
-		if i, ok := eventIndex(item); ok {
-			got = append(got, i)
+		stream, err := gw.WatchJob(sctx, &sessiongatev1.WatchJobRequest{SessionId: sid, JobId: sub.GetJobId()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []int
+		for {
+			item, err := stream.Recv()
+			if errors.Is(err, io.EOF) {
+				return got
+			}
+			if err != nil {
+				t.Fatalf("WatchJob through %s: %v", kind, err)
+			}
+			if i, ok := eventIndex(item); ok {
+				got = append(got, i)
+			}
 		}
 	}
-	if fmt.Sprint(got) != "[0 1 2 3]" {
-		t.Fatalf("WatchJob through nginx saw %v", got)
+	if got := watch(4, 10); fmt.Sprint(got) != "[0 1 2 3]" {
+		t.Fatalf("WatchJob through %s saw %v", kind, got)
 	}
-	t.Logf("served by %v", servedBy)
+	if got := watch(2, 2000); fmt.Sprint(got) != "[0 1]" {
+		t.Fatalf("quiet WatchJob through %s saw %v", kind, got)
+	}
+	t.Logf("%s: served by %v", kind, servedBy)
 }

@@ -103,15 +103,15 @@ func TestClusterPeerMTLS(t *testing.T) {
 		_, err = sessiongatev1.NewSessionGatewayClient(cc).RunJob(cctx, req, grpc.Trailer(&trl))
 		return trl, err
 	}
-	if _, err := asPeer(insecure.NewCredentials()); status.Code(err) != codes.Unauthenticated {
-		t.Fatalf("forwarded call in plaintext: %v, want UNAUTHENTICATED", err)
+	if _, err := asPeer(insecure.NewCredentials()); status.Code(err) != codes.Unauthenticated || errorReason(err) != "FORWARD_REFUSED" {
+		t.Fatalf("forwarded call in plaintext: %v, want UNAUTHENTICATED FORWARD_REFUSED", err)
 	}
 	noCert, err := ca.ClientConfig(false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := asPeer(credentials.NewTLS(noCert)); status.Code(err) != codes.Unauthenticated {
-		t.Fatalf("forwarded call over TLS without a client certificate: %v, want UNAUTHENTICATED", err)
+	if _, err := asPeer(credentials.NewTLS(noCert)); status.Code(err) != codes.Unauthenticated || errorReason(err) != "FORWARD_REFUSED" {
+		t.Fatalf("forwarded call over TLS without a client certificate: %v, want UNAUTHENTICATED FORWARD_REFUSED", err)
 	}
 	withCert, err := ca.ClientConfig(true)
 	if err != nil {

@@ -37,9 +37,9 @@ func newPeerProofs(secret, self string, reg prometheus.Registerer) (*peerProofs,
 	}
 	p := &peerProofs{auth: a, refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sessiongate_cluster_forward_proofs_refused_total",
-		Help: "Forwarded calls refused because their forwarding proof did not hold, by reason (replay: a proof used before; mismatch: another session, body, caller, method, sender or destination, or a forgery; expired; self: a proof naming this replica as sender; …).",
+		Help: "Forwarded calls refused because their forwarding proof did not hold, by reason (replay: a proof used before; mismatch: another session, body, caller, method, sender or destination, or a forgery; expired; self: a proof naming this replica as sender; no_peer_cert: not over mutual TLS; …).",
 	}, []string{"reason"})}
-	for _, r := range peerauth.Reasons {
+	for _, r := range append(append([]string(nil), peerauth.Reasons...), reasonNoPeerCert) {
 		p.refused.WithLabelValues(r)
 	}
 	cached := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sessiongate_cluster_forward_nonces",
@@ -108,6 +108,10 @@ func (c *clusterState) checkProof(ctx context.Context, method, id string, req an
 	c.log.WarnContext(ctx, "forwarded call refused", "from", p.from, "method", method, "session_id", id, "reason", reason)
 	return gatewayStatus(codes.Unauthenticated, "FORWARD_REFUSED", "forwarding metadata refused: "+err.Error(), map[string]string{"reason": reason})
 }
+
+// reasonNoPeerCert labels forwarded calls refused because they did not come
+// over mutual TLS (peer TLS configured).
+const reasonNoPeerCert = "no_peer_cert"
 
 // peerTransportOK says whether a forwarded call came over a transport peers
 // may use: with peer mTLS configured, a TLS connection whose client

@@ -86,19 +86,19 @@ func (g *Gateway) authFunc(ctx context.Context) (context.Context, error) {
 		return nil, status.Error(codes.Unauthenticated, "forwarding metadata (x-sessiongate-forward*) is accepted only from cluster peers")
 	}
 	method, _ := grpc.Method(ctx)
-	refuse := func(why string) (context.Context, error) {
+	refuse := func(reason, why string) (context.Context, error) {
 		g.cluster.m.forgedForwards.Inc()
-		g.cluster.proofs.refused.WithLabelValues(peerauth.ReasonMalformed).Inc()
-		return nil, status.Error(codes.Unauthenticated, "forwarding metadata refused: "+why)
+		g.cluster.proofs.refused.WithLabelValues(reason).Inc()
+		return nil, gatewayStatus(codes.Unauthenticated, "FORWARD_REFUSED", "forwarding metadata refused: "+why, map[string]string{"reason": reason})
 	}
 	if len(by) != 1 || len(caller) != 1 || len(auth) != 1 || by[0] == "" || caller[0] == "" {
-		return refuse("incomplete")
+		return refuse(peerauth.ReasonMalformed, "incomplete")
 	}
 	if !forwardable(method) {
-		return refuse("peers do not forward " + method)
+		return refuse(peerauth.ReasonMalformed, "peers do not forward "+method)
 	}
 	if err := g.cluster.peerTransportOK(ctx); err != nil {
-		return refuse(err.Error())
+		return refuse(reasonNoPeerCert, err.Error())
 	}
 	ctx = context.WithValue(ctx, callerKey{}, caller[0])
 	return context.WithValue(ctx, forwardedKey{}, &pendingProof{from: by[0], caller: caller[0], token: auth[0]}), nil

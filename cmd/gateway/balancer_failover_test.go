@@ -112,14 +112,16 @@ func balancerFailover(t *testing.T, kind string) {
 		defer mu.Unlock()
 		return append([]callRecord(nil), calls...)
 	}
-	// waitUntil polls the record (at most until ctx ends).
+	// waitUntil polls the record, for at most 20 s.
 	waitUntil := func(what string, cond func([]callRecord) bool) {
+		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
 		tick := time.NewTicker(20 * time.Millisecond)
 		defer tick.Stop()
 		for !cond(snapshot()) {
 			select {
-			case <-ctx.Done():
-				t.Fatalf("%s: %s did not happen", kind, what)
+			case <-wctx.Done():
+				t.Fatalf("%s: %s did not happen within 20 s", kind, what)
 			case <-tick.C:
 			}
 		}
@@ -168,8 +170,8 @@ func balancerFailover(t *testing.T, kind string) {
 		f.at = time.Now()
 		do()
 		faults = append(faults, f)
-		// Every session must have succeeded after the fault (waited for
-		// at most until ctx ends), and then the load runs 2 s more.
+		// Every session must have succeeded after the fault, and then
+		// the load runs 2 s more.
 		waitUntil(name+": every session answering again", func(cs []callRecord) bool {
 			done := map[int]bool{}
 			for _, r := range cs {

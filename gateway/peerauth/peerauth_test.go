@@ -224,12 +224,18 @@ type sent struct {
 }
 
 func runSchedule(seed uint64) error {
-	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	now := time.UnixMilli(1_750_000_000_000 + int64(r.IntN(1e6)))
 	v, err := New(Config{Secret: secret, Self: "gw-a", TTL: DefaultTTL, Skew: DefaultSkew})
 	if err != nil {
 		return err
 	}
+	return runScheduleWith(seed, v)
+}
+
+// runScheduleWith runs seed's schedule against the verifier v, which the
+// model expects to keep the rules with DefaultTTL and DefaultSkew.
+func runScheduleWith(seed uint64, v *Auth) error {
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	now := time.UnixMilli(1_750_000_000_000 + int64(r.IntN(1e6)))
 	signers := map[string]*Auth{}
 	for _, s := range []string{"gw-a", "gw-b", "gw-c"} {
 		signers[s], _ = New(Config{Secret: secret, Self: s})
@@ -297,9 +303,38 @@ func check(v *Auth, s *sent, c Claims, now time.Time, step int) error {
 	return nil
 }
 
-// TestPropertyCatchesBrokenRule shows the property test catches a removed
-// rule: a verifier that forgets nonces accepts a replay.
-func TestPropertyCatchesBrokenRule(t *testing.T) {
+// TestPropertyCatchesBrokenRules shows the property test catches removed
+// rules: a verifier with no expiry (a skew of a day) accepts a stale proof,
+// and one that forgets nonces accepts a replay.
+func TestPropertyCatchesBrokenRules(t *testing.T) {
+	caught := 0
+	for seed := range uint64(20) {
+		v := newAuth(t, "gw-a", func(c *Config) { c.Skew = 24 * time.Hour })
+		if err := runScheduleWith(seed, v); err != nil {
+			caught++
+		}
+	}
+	if caught == 0 {
+		t.Fatal("20 schedules against a verifier without expiry passed the model")
+	}
+	t.Logf("no expiry: caught by %d of 20 schedules", caught)
+	caught = 0
+	for seed := range uint64(20) {
+		v := newAuth(t, "gw-a", nil)
+		v.nonces = newNonceCache(0, DefaultMaxNonces) // keeps nothing
+		if err := runScheduleWith(seed, v); err != nil {
+			caught++
+		}
+	}
+	if caught == 0 {
+		t.Fatal("20 schedules against a verifier without its nonce cache passed the model")
+	}
+	t.Logf("no nonce cache: caught by %d of 20 schedules", caught)
+}
+
+// TestReplayCaughtByModel is the nonce rule's case written out: the model's
+// check flags a verifier without its nonce cache at the first replay.
+func TestReplayCaughtByModel(t *testing.T) {
 	a := newAuth(t, "gw-a", nil)
 	b := newAuth(t, "gw-b", nil)
 	now := time.Now()

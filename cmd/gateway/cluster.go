@@ -12,6 +12,7 @@ import (
 
 	"github.com/sessiongate/sessiongate/gateway/arcpruntime"
 	"github.com/sessiongate/sessiongate/gateway/directory"
+	"github.com/sessiongate/sessiongate/gateway/peerauth/peertls"
 	"github.com/sessiongate/sessiongate/gateway/server"
 )
 
@@ -58,9 +59,21 @@ func openCluster(ctx context.Context, o *options, listenAddr string, reg prometh
 		_ = d.Close()
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	log.Info("cluster mode", "instance_id", o.instanceID, "advertise", adv, "lease_ttl", o.leaseTTL)
+	var pt *peertls.TLS
+	if o.peerTLS.cert != "" {
+		pt, err = peertls.Load(peertls.Files{Cert: o.peerTLS.cert, Key: o.peerTLS.key, CA: o.peerTLS.ca}, peertls.Options{
+			OnReloadError: func(err error) {
+				log.Warn("peer TLS files changed but did not load; the previous ones stay in use", "error", err)
+			},
+		})
+		if err != nil {
+			_ = d.Close()
+			return nil, fmt.Errorf("cluster: %w", err)
+		}
+	}
+	log.Info("cluster mode", "instance_id", o.instanceID, "advertise", adv, "lease_ttl", o.leaseTTL, "peer_tls", pt != nil)
 	return &clusterSetup{dir: d, cfg: server.ClusterConfig{
-		Directory: d, Advertise: adv, Secret: o.clusterSecret, AckLag: o.ackLag,
+		Directory: d, Advertise: adv, Secret: o.clusterSecret, AckLag: o.ackLag, PeerTLS: pt,
 	}}, nil
 }
 

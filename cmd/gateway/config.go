@@ -56,6 +56,7 @@ type options struct {
 	clusterSecret string
 	leaseTTL      time.Duration
 	ackLag        time.Duration
+	peerTLS       struct{ cert, key, ca string }
 }
 
 // listFlag is a repeatable flag; its environment form is comma-separated.
@@ -129,6 +130,9 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.Var(&o.directoryKeys, "directory-key", "cluster mode: resume token encryption key id:base64(32 bytes), repeatable; the first encrypts, all decrypt (env SESSIONGATE_DIRECTORY_KEYS, comma-separated)")
 	str(&o.clusterSecret, "cluster-secret", "SESSIONGATE_CLUSTER_SECRET", "", "cluster mode: secret shared by all replicas, authenticates forwarded calls (at least 16 bytes)")
 	dur(&o.leaseTTL, "lease-ttl", "SESSIONGATE_LEASE_TTL", 5*time.Second, "cluster mode: replica lease lifetime; a killed owner's sessions are taken over after it")
+	str(&o.peerTLS.cert, "peer-tls-cert", "SESSIONGATE_PEER_TLS_CERT", "", "cluster mode: this replica's certificate (PEM) for mutual TLS between replicas, with --peer-tls-key and --peer-tls-ca; forwarded calls are then accepted only over TLS with a certificate of that CA; reloaded when the files change")
+	str(&o.peerTLS.key, "peer-tls-key", "SESSIONGATE_PEER_TLS_KEY", "", "cluster mode: the private key (PEM) of --peer-tls-cert")
+	str(&o.peerTLS.ca, "peer-tls-ca", "SESSIONGATE_PEER_TLS_CA", "", "cluster mode: the CA certificate(s) (PEM) that sign every replica's --peer-tls-cert")
 	dur(&o.ackLag, "ack-lag", "SESSIONGATE_ACK_LAG", 2*time.Second, "cluster mode: how far behind the upstream a watcher may be and still continue across a takeover")
 
 	// Environment first, so that flags given on the command line win.
@@ -194,6 +198,14 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		}
 		if o.instanceID == "" {
 			return nil, fmt.Errorf("--redis needs --instance-id: a stable id per replica, so a restarted replica is recognised")
+		}
+	}
+	if p := o.peerTLS; p != (struct{ cert, key, ca string }{}) {
+		switch {
+		case p.cert == "" || p.key == "" || p.ca == "":
+			return nil, fmt.Errorf("--peer-tls-cert, --peer-tls-key and --peer-tls-ca go together: give all three")
+		case o.redisURL == "":
+			return nil, fmt.Errorf("--peer-tls-* are for cluster mode: give --redis too")
 		}
 	}
 	if o.instanceID == "" {

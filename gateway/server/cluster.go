@@ -23,6 +23,7 @@ import (
 	"github.com/sessiongate/sessiongate/gateway/budget"
 	"github.com/sessiongate/sessiongate/gateway/cluster"
 	"github.com/sessiongate/sessiongate/gateway/directory"
+	"github.com/sessiongate/sessiongate/gateway/peerauth/peertls"
 	"github.com/sessiongate/sessiongate/gateway/session"
 	"github.com/sessiongate/sessiongate/gateway/upstream"
 	"github.com/sessiongate/sessiongate/gateway/wirecodec"
@@ -41,8 +42,9 @@ type ClusterConfig struct {
 	// port; it must be what the directory publishes (required).
 	Advertise string
 	// Secret authenticates forwarded calls between replicas: a forwarding
-	// peer asserts the caller's identity with an HMAC of it. Every replica
-	// has the same secret (required, at least 16 bytes).
+	// peer asserts the caller's identity with a one-time proof keyed by it
+	// (gateway/peerauth). Every replica has the same secret (required, at
+	// least 16 bytes).
 	Secret string
 
 	// AckEvery is the period of the directory loop: acked seqs, tokens that
@@ -80,8 +82,14 @@ type ClusterConfig struct {
 	// cluster.OwnerCache.
 	OwnerCacheTTL time.Duration
 	// PeerDialOptions replace the default options of peer connections
-	// (plaintext): give transport credentials for TLS between replicas.
+	// (plaintext, or PeerTLS): give transport credentials for TLS between
+	// replicas.
 	PeerDialOptions []grpc.DialOption
+	// PeerTLS turns on mutual TLS between replicas (gateway/peerauth/
+	// peertls): peers are dialled over TLS with this replica's certificate,
+	// the gRPC port accepts TLS beside plaintext, and forwarded calls are
+	// accepted only over TLS with a client certificate of the cluster's CA.
+	PeerTLS *peertls.TLS
 
 	tracer trace.TracerProvider // Config.TracerProvider (set by New)
 	window int32                // Config.WindowBytes (set by New)
@@ -147,7 +155,7 @@ type clusterState struct {
 	log       *slog.Logger
 	m         *clusterMetrics
 	owners    *cluster.OwnerCache // owners of sessions held elsewhere, as last read
-	sigs      signatures          // forwarding signatures, made and verified
+	proofs    *peerProofs         // forwarding proofs, made and verified (set by New)
 
 	relays     sync.Map     // relayKey → metadata.MD (see relayHints)
 	relayCount atomic.Int64 // entries stored in relays since it was last cleared
@@ -1081,7 +1089,11 @@ func (c *clusterState) peer(addr string) (*grpc.ClientConn, error) {
 		return cc, nil
 	}
 	opts := slices.Clone(c.cfg.PeerDialOptions)
-	if len(opts) == 0 {
+	switch {
+	case len(opts) > 0:
+	case c.cfg.PeerTLS != nil:
+		opts = []grpc.DialOption{grpc.WithTransportCredentials(c.cfg.PeerTLS.ClientCredentials())}
+	default:
 		opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	}
 	opts = append(opts, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)),

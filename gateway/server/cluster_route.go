@@ -2,13 +2,9 @@ package server
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -26,6 +22,7 @@ import (
 
 	"github.com/sessiongate/sessiongate/gateway/cluster"
 	"github.com/sessiongate/sessiongate/gateway/directory"
+	"github.com/sessiongate/sessiongate/gateway/peerauth"
 	"github.com/sessiongate/sessiongate/gateway/session"
 	"github.com/sessiongate/sessiongate/gateway/upstream"
 	"github.com/sessiongate/sessiongate/gateway/wirecodec"
@@ -49,14 +46,11 @@ const (
 	MetadataServedBy = "x-sessiongate-served-by"
 
 	// Hop headers of a forwarded call. A call carrying any of them is
-	// accepted only with a valid HMAC of the cluster secret, and is never
-	// forwarded again.
+	// accepted only with a valid forwarding proof (gateway/peerauth), and
+	// is never forwarded again.
 	mdForwardedBy   = "x-sessiongate-forwarded-by"
 	mdForwardCaller = "x-sessiongate-forwarded-caller"
 	mdForwardAuth   = "x-sessiongate-forward-auth"
-
-	// forwardSkew bounds the age of a forwarded call's signature.
-	forwardSkew = 5 * time.Minute
 )
 
 // readOnlyMethods are answered on any replica, from the local table or the
@@ -69,14 +63,18 @@ type forwardedKey struct{}
 
 // forwardedFrom returns the peer that forwarded the call ("" if none).
 func forwardedFrom(ctx context.Context) string {
-	s, _ := ctx.Value(forwardedKey{}).(string)
-	return s
+	if p, ok := ctx.Value(forwardedKey{}).(*pendingProof); ok {
+		return p.from
+	}
+	return ""
 }
 
-// authFunc authenticates a call: a forwarding peer by the HMAC of the
-// cluster secret (the caller's identity is the peer's assertion), anyone
-// else by bearer token. Forwarding metadata without a valid HMAC — or on a
-// gateway not in cluster mode — is refused: no client can pose as a peer.
+// authFunc authenticates a call: a forwarding peer by its forwarding proof
+// (the caller's identity is the peer's assertion), anyone else by bearer
+// token. Forwarding metadata on a gateway not in cluster mode, for a method
+// peers never forward, or incomplete, is refused here; the proof itself is
+// checked once the request is known (checkProof, in clusterUnary and
+// clusterStream): no client can pose as a peer.
 func (g *Gateway) authFunc(ctx context.Context) (context.Context, error) {
 	// Three lookups, not FromIncomingContext, which copies all of the
 	// metadata on every call.
@@ -89,116 +87,29 @@ func (g *Gateway) authFunc(ctx context.Context) (context.Context, error) {
 		return nil, status.Error(codes.Unauthenticated, "forwarding metadata (x-sessiongate-forward*) is accepted only from cluster peers")
 	}
 	method, _ := grpc.Method(ctx)
-	from, err := g.cluster.verify(hop{by: by, caller: caller, auth: auth}, method, time.Now())
-	if err != nil {
+	refuse := func(reason, why string) (context.Context, error) {
 		g.cluster.m.forgedForwards.Inc()
-		return nil, status.Error(codes.Unauthenticated, "forwarding metadata refused: "+err.Error())
+		g.cluster.proofs.refused.WithLabelValues(reason).Inc()
+		return nil, gatewayStatus(codes.Unauthenticated, "FORWARD_REFUSED", "forwarding metadata refused: "+why, map[string]string{"reason": reason})
+	}
+	if len(by) != 1 || len(caller) != 1 || len(auth) != 1 || by[0] == "" || caller[0] == "" {
+		return refuse(peerauth.ReasonMalformed, "incomplete")
+	}
+	if !forwardable(method) {
+		return refuse(peerauth.ReasonMalformed, "peers do not forward "+method)
+	}
+	if err := g.cluster.peerTransportOK(ctx); err != nil {
+		return refuse(reasonNoPeerCert, err.Error())
 	}
 	ctx = context.WithValue(ctx, callerKey{}, caller[0])
-	return context.WithValue(ctx, forwardedKey{}, from), nil
-}
-
-// hop is the forwarding metadata of a call, each key's values.
-type hop struct{ by, caller, auth []string }
-
-func (c *clusterState) mac(from, caller, method, ts string) []byte {
-	h := hmac.New(sha256.New, c.secret)
-	h.Write([]byte("sessiongate/forward/v1\x00" + from + "\x00" + caller + "\x00" + method + "\x00" + ts))
-	return h.Sum(nil)
-}
-
-// signatureReuse is how long a forwarding signature (per caller and
-// method) is reused, and a verified one remembered: an HMAC costs two
-// SHA-256 passes and a few allocations, a map hit none. It is far inside
-// forwardSkew, so a reused signature is never refused as too old.
-const signatureReuse = time.Second
-
-// maxSignatures bounds each signature cache (cleared when full).
-const maxSignatures = 4096
-
-type signKey struct{ caller, method string }
-
-type signature struct {
-	auth string    // "ts.hex"
-	at   time.Time // when made (or verified)
-}
-
-// signatures caches signing and verification of the forwarding header.
-type signatures struct {
-	mu       sync.Mutex
-	made     map[signKey]signature     // guarded by mu
-	verified map[verifiedKey]time.Time // guarded by mu
-}
-
-// sign returns x-sessiongate-forward-auth for a call of caller to method.
-func (c *clusterState) sign(caller, method string, now time.Time) string {
-	k := signKey{caller, method}
-	c.sigs.mu.Lock()
-	if s, ok := c.sigs.made[k]; ok && now.Sub(s.at) < signatureReuse {
-		c.sigs.mu.Unlock()
-		return s.auth
-	}
-	c.sigs.mu.Unlock()
-	ts := strconv.FormatInt(now.UnixMilli(), 10)
-	auth := ts + "." + hex.EncodeToString(c.mac(c.self, caller, method, ts))
-	c.sigs.mu.Lock()
-	if c.sigs.made == nil || len(c.sigs.made) >= maxSignatures {
-		c.sigs.made = make(map[signKey]signature)
-	}
-	c.sigs.made[k] = signature{auth: auth, at: now}
-	c.sigs.mu.Unlock()
-	return auth
-}
-
-// verifiedKey is a verified signature: by whom, for whom, for which
-// method, and the signature itself.
-type verifiedKey struct{ from, caller, method, auth string }
-
-// verify checks the forwarding metadata h of a call of method and returns
-// the forwarding peer; the caller is h.caller[0].
-func (c *clusterState) verify(h hop, method string, now time.Time) (from string, err error) {
-	one := func(v []string) string {
-		if len(v) == 1 {
-			return v[0]
-		}
-		return ""
-	}
-	from, caller, auth := one(h.by), one(h.caller), one(h.auth)
-	ts, sig, _ := strings.Cut(auth, ".")
-	if from == "" || caller == "" || ts == "" || sig == "" {
-		return "", errors.New("incomplete")
-	}
-	ms, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil {
-		return "", errors.New("bad timestamp")
-	}
-	if d := now.Sub(time.UnixMilli(ms)); d > forwardSkew || d < -forwardSkew {
-		return "", errors.New("signature too old")
-	}
-	key := verifiedKey{from, caller, method, auth}
-	c.sigs.mu.Lock()
-	at, ok := c.sigs.verified[key]
-	c.sigs.mu.Unlock()
-	if ok && now.Sub(at) < signatureReuse {
-		return from, nil
-	}
-	raw, err := hex.DecodeString(sig)
-	if err != nil || !hmac.Equal(raw, c.mac(from, caller, method, ts)) {
-		return "", errors.New("bad signature")
-	}
-	c.sigs.mu.Lock()
-	if c.sigs.verified == nil || len(c.sigs.verified) >= maxSignatures {
-		c.sigs.verified = make(map[verifiedKey]time.Time)
-	}
-	c.sigs.verified[key] = now
-	c.sigs.mu.Unlock()
-	return from, nil
+	return context.WithValue(ctx, forwardedKey{}, &pendingProof{from: by[0], caller: caller[0], token: auth[0]}), nil
 }
 
 // outgoing is the metadata of a forwarded call: the caller's own metadata
 // (x-timeout-ms, x-sessiongate-session, …; the deadline travels as
-// grpc-timeout) without its credentials, plus the hop headers.
-func (c *clusterState) outgoing(ctx context.Context, method, caller string) context.Context {
+// grpc-timeout) without its credentials, plus the hop headers with a fresh
+// forwarding proof for the replica to, session id and request digest.
+func (c *clusterState) outgoing(ctx context.Context, method, caller, to, id string, digest [32]byte) context.Context {
 	in, _ := metadata.FromIncomingContext(ctx) // a copy: its values are ours
 	out := make(metadata.MD, len(in)+3)
 	for k, v := range in {
@@ -211,7 +122,7 @@ func (c *clusterState) outgoing(ctx context.Context, method, caller string) cont
 	}
 	out[mdForwardedBy] = []string{c.self}
 	out[mdForwardCaller] = []string{caller}
-	out[mdForwardAuth] = []string{c.sign(caller, method, time.Now())}
+	out[mdForwardAuth] = []string{c.signForward(to, caller, method, id, digest)}
 	return metadata.NewOutgoingContext(ctx, out)
 }
 
@@ -579,6 +490,9 @@ func (g *Gateway) clusterUnary(ctx context.Context, req any, info *grpc.UnarySer
 	if err != nil {
 		return nil, err
 	}
+	if err := c.checkProof(ctx, info.FullMethod, id, req); err != nil {
+		return nil, err
+	}
 	if err := checkSessionHeader(ctx, id); err != nil {
 		return nil, err
 	}
@@ -671,13 +585,13 @@ func (c *clusterState) forwardUnary(ctx context.Context, method string, mi *meth
 	// The owner sets the same hints in its header and its trailer (see
 	// clusterUnary); the trailer comes with every answer, an error too.
 	var trl metadata.MD
-	caller := callerFrom(ctx)
-	err = cc.Invoke(c.outgoing(ctx, method, caller), method, req, reply, grpc.Trailer(&trl), grpc.ForceCodecV2(c.codec))
+	caller, digest := callerFrom(ctx), bodyDigest(req)
+	err = cc.Invoke(c.outgoing(ctx, method, caller, owner, id, digest), method, req, reply, grpc.Trailer(&trl), grpc.ForceCodecV2(c.codec))
 	if notSent(cc, err) && redial(ctx, cc) {
 		// The call never left (the peer connection was in backoff, e.g.
 		// after the owner restarted) and the peer is back: once more.
 		trl = nil
-		err = cc.Invoke(c.outgoing(ctx, method, caller), method, req, reply, grpc.Trailer(&trl), grpc.ForceCodecV2(c.codec))
+		err = cc.Invoke(c.outgoing(ctx, method, caller, owner, id, digest), method, req, reply, grpc.Trailer(&trl), grpc.ForceCodecV2(c.codec))
 	}
 	c.m.forwardSeconds.Observe(time.Since(start).Seconds())
 	c.m.forwards.WithLabelValues(method, status.Code(err).String()).Inc()
@@ -793,6 +707,9 @@ func (g *Gateway) clusterStream(srv any, ss grpc.ServerStream, info *grpc.Stream
 	}
 	ctx := ss.Context()
 	id := fieldString(first, mi.sessionField)
+	if err := g.cluster.checkProof(ctx, info.FullMethod, id, first); err != nil {
+		return err
+	}
 	if err := checkSessionHeader(ctx, id); err != nil {
 		return err
 	}
@@ -870,10 +787,10 @@ func (c *clusterState) forwardStream(ss grpc.ServerStream, method string, mi *me
 	ctx, cancel := context.WithCancel(ss.Context())
 	defer cancel()
 	desc := &grpc.StreamDesc{ServerStreams: mi.serverStreams, ClientStreams: mi.clientStreams}
-	caller := callerFrom(ctx)
-	cs, err := cc.NewStream(c.outgoing(ctx, method, caller), desc, method)
+	caller, digest := callerFrom(ctx), bodyDigest(first)
+	cs, err := cc.NewStream(c.outgoing(ctx, method, caller, owner, id, digest), desc, method)
 	if notSent(cc, err) && redial(ctx, cc) {
-		cs, err = cc.NewStream(c.outgoing(ctx, method, caller), desc, method)
+		cs, err = cc.NewStream(c.outgoing(ctx, method, caller, owner, id, digest), desc, method)
 	}
 	if err != nil {
 		c.owners.Forget(id)

@@ -340,6 +340,9 @@ func New(cfg Config) (*Gateway, error) {
 			return nil, err
 		}
 		g.cluster = newClusterState(cc, cfg.InstanceID, table, runtimes, tmpl, features, retained, cfg.Logger, m)
+		if g.cluster.proofs, err = newPeerProofs(cc.Secret, cfg.InstanceID, cfg.Registry); err != nil {
+			return nil, err
+		}
 		g.svc.cluster = g.cluster
 	}
 
@@ -386,7 +389,7 @@ func New(cfg Config) (*Gateway, error) {
 		selector.StreamServerInterceptor(enforcer.StreamServerInterceptor(), selector.MatchFunc(profiled)),
 		selector.StreamServerInterceptor(g.endAtShutdown, selector.MatchFunc(unprofiled)))
 
-	g.grpc = grpc.NewServer(append(append(tracingOptions(cfg.TracerProvider), windowOptions(cfg.WindowBytes)...),
+	g.grpc = grpc.NewServer(append(append(append(tracingOptions(cfg.TracerProvider), windowOptions(cfg.WindowBytes)...), peerServerOptions(cfg.Cluster)...),
 		grpc.UnaryInterceptor(entry.intercept),
 		grpc.ForceServerCodecV2(wirecodec.NewCodec()),
 		grpc.ChainStreamInterceptor(stream...),

@@ -252,6 +252,22 @@ func (c *Cluster) Kill(i int) {
 	}
 }
 
+// Freeze sends SIGSTOP to replica i (a GC pause, a VM freeze: its sockets
+// stay open and the kernel still accepts connections); Thaw sends SIGCONT.
+// Close ends a frozen replica too.
+func (c *Cluster) Freeze(i int) {
+	if p := c.Replicas[i].p; p != nil {
+		_ = p.cmd.Process.Signal(syscall.SIGSTOP)
+	}
+}
+
+// Thaw resumes replica i after Freeze.
+func (c *Cluster) Thaw(i int) {
+	if p := c.Replicas[i].p; p != nil {
+		_ = p.cmd.Process.Signal(syscall.SIGCONT)
+	}
+}
+
 // Term sends SIGTERM to replica i and waits for it to exit (or ctx).
 func (c *Cluster) Term(ctx context.Context, i int) error {
 	p := c.Replicas[i].p

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sessiongate/sessiongate/gateway/peerauth"
 	"github.com/sessiongate/sessiongate/gateway/peerauth/peertls"
+	"github.com/sessiongate/sessiongate/gateway/wirecodec"
 )
 
 // The forwarding proof of a call between replicas (gateway/peerauth): the
@@ -66,12 +67,12 @@ func forwardable(method string) bool {
 }
 
 // bodyDigest is the request digest of a forwarding proof: of the bytes as
-// they travel for a unary call (a *rawMessage on both replicas), of the
+// they travel for a unary call (a *wirecodec.RawMessage on both replicas), of the
 // deterministic encoding of a stream's first message (decoded on both).
 func bodyDigest(m any) [32]byte {
 	switch v := m.(type) {
-	case *rawMessage:
-		return peerauth.Digest(v.b)
+	case *wirecodec.RawMessage:
+		return peerauth.Digest(v.Bytes)
 	case proto.Message:
 		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(v)
 		if err != nil {

@@ -1,0 +1,82 @@
+// Command gateway-chaos measures what callers of a sessiongate cluster see
+// through a fleet's routine faults. It is an instrument: it reports what it
+// sees and fails only on the thresholds it is told to enforce.
+//
+// # What it starts
+//
+// Everything on 127.0.0.1 and bounded in time (-short: a few minutes in
+// all), through gateway/cluster/clustertest: a real redis-server on a unix
+// socket, the reference runtime (`gateway runtime`), three replicas built
+// from this module (`go build ./cmd/gateway`, or -gateway-bin) with
+// --redis, --instance-id gw-1 … gw-3, --cluster-secret and --lease-ttl
+// -ttl; then Debian's nginx (-nginx) in front of them with the project's
+// published recipe, the <!-- nginx:begin --> block of docs/balancers.md,
+// else of README.md (-nginx-conf to name another), its addresses replaced by
+// the replicas' ports. Every start waits for readiness (grpc.health.v1
+// SERVING for a replica, PING for Redis, a TCP accept for nginx), never a
+// fixed sleep. Cleanup kills every process it started by pid (nginx by its
+// process group, a stopped process is continued first), also after a failure.
+// Without redis-server or nginx the run fails.
+//
+// # The load
+//
+// Written against the generated stubs (gen/), not the project's client
+// package, with two client connections that each carry the published retry
+// policy (timeoutprofile.RetryServiceConfig, the same as
+// timeoutprofile/retry_service_config.json) as the default service config:
+// one to nginx, one to the three replicas with round_robin. Calls go
+// through both in turn and carry x-sessiongate-session.
+//
+//   - -sessions sessions, each with a RunJob(echo) loop; every call carries
+//     a unique token that the result must echo (another token: misdelivered).
+//   - -watchers loops of SubmitJob(stream) + WatchJob. Each job has its own
+//     event count (-events plus a little), and every event names it, so an
+//     event of another job is a misdelivery. Every index must arrive exactly
+//     once and in order, event_seq must grow. A broken watch is resumed from
+//     its last event_seq through the other connection, as a client would,
+//     after a backoff of 50 ms doubling to 1 s; each resume is counted. A
+//     watch with no progress for the give-up time is abandoned.
+//   - one GetSessionStatus prober over the sessions, which also learns each
+//     session's owner.
+//
+// A session that the gateway says is gone (NOT_FOUND, or reason
+// SESSION_LOST) is counted lost and replaced by a new one, as a caller
+// would, so that the following scenarios still have -sessions sessions.
+//
+// # Scenarios
+//
+// A baseline (no fault) and then each of -scenarios in turn, each after a
+// warm-up in which every session must answer, and each followed by a
+// recovery wait (every session answers again) and the restoration of the
+// cluster (every replica SERVING):
+//
+//	rolling       SIGTERM of each replica in turn, restarted and SERVING before the next
+//	kill          SIGKILL of the replica that owns the most sessions
+//	freeze        SIGSTOP of that replica for 2 × TTL, then SIGCONT
+//	redis-freeze  SIGSTOP of redis-server for 2 × TTL, then SIGCONT
+//
+// # Figures and thresholds
+//
+// Per scenario: calls by method and outcome ("OK", "OK after retry": a
+// call grpc-go's retry policy retried to success, not a failure; else the
+// gRPC code and ErrorInfo reason, "-" when there is none); each session's
+// outage, the longest gap between two of its successful calls of any kind
+// (max and p50 over the sessions; p50 over the victim's sessions); events
+// lost (an index never delivered although the job ended or a later index
+// came), doubled, out of order; events undelivered by watches that gave up;
+// misdeliveries; sessions lost; watch cuts by code and reason, and resumes.
+//
+// Safety thresholds, always enforced (exit 1): 0 misdelivered, 0 events
+// lost, doubled or out of order. Availability thresholds, enforced with
+// -enforce-availability (printed otherwise, until issue 31's fixes land):
+// 0 sessions lost and 0 watches given up in every scenario, 0 failed calls
+// in the rolling restart (a failed unary call after the retry policy, or a
+// watch cut with a code other than UNAVAILABLE), outage ≤ TTL + 1 s for
+// kill and freeze.
+//
+// # Goroutines
+//
+// Run owns them all: one per RunJob loop, one per watcher, one prober (in
+// an errgroup-like WaitGroup awaited before Run returns), and clustertest's
+// one per process, which its Close awaits.
+package main

@@ -101,7 +101,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	defer r.close()
 	rec := newRecorder(o.Sessions)
-	l := newLoad(o, r, rec)
+	l := newLoad(o, r.viaNginx, r.direct, rec)
 	if err := l.open(ctx); err != nil {
 		return nil, err
 	}

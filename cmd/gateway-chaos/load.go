@@ -54,8 +54,9 @@ func withAttempts(ctx context.Context) (context.Context, *atomic.Int32) {
 	return context.WithValue(ctx, attemptsKey{}, n), n
 }
 
-// reason is a failed call's gRPC code and the reason of its ErrorInfo
-// ("-" when it has none: grpc-go's own errors, a balancer's).
+// reason is a failed call's gRPC code and the reason of its ErrorInfo;
+// without one ("-": grpc-go's own errors, a balancer's), a class of its
+// message.
 func reason(err error) string {
 	st := status.Convert(err)
 	for _, d := range st.Details() {
@@ -63,7 +64,35 @@ func reason(err error) string {
 			return st.Code().String() + " " + info.GetReason()
 		}
 	}
-	return st.Code().String() + " -"
+	return st.Code().String() + " - (" + messageClass(st.Message()) + ")"
+}
+
+// messageClass names what a status without ErrorInfo says, without the
+// addresses and numbers that vary from call to call.
+func messageClass(m string) string {
+	for _, c := range []struct{ has, class string }{
+		{"connection refused", "connection refused"},
+		{"connection reset", "connection reset"},
+		{"RST_STREAM", "stream reset"},
+		{"GOAWAY", "GOAWAY"},
+		{"502", "HTTP 502 from the balancer"},
+		{"504", "HTTP 504 from the balancer"},
+		{"503", "HTTP 503 from the balancer"},
+		{"stream ended without", "stream ended without the job's end"},
+		{"deadline", "deadline"},
+		{"EOF", "EOF"},
+		{"error reading from server", "read error"},
+		{"closing", "transport closing"},
+		{"no children to pick from", "no ready replica"},
+	} {
+		if strings.Contains(m, c.has) {
+			return c.class
+		}
+	}
+	if len(m) > 60 {
+		m = m[:60]
+	}
+	return m
 }
 
 // lostSession: the answer says the session is gone (NOT_FOUND of the
@@ -71,7 +100,7 @@ func reason(err error) string {
 func lostSession(err error) bool {
 	r := reason(err)
 	return strings.HasSuffix(r, " SESSION_LOST") || r == "NotFound SESSION_NOT_FOUND" ||
-		(status.Code(err) == codes.NotFound && strings.HasSuffix(r, " -"))
+		(status.Code(err) == codes.NotFound && strings.Contains(r, " - ("))
 }
 
 // route is one way to the gateways: nginx, or the replicas directly.
@@ -93,11 +122,13 @@ type load struct {
 	ids []string // session id of each slot (a lost session is replaced)
 }
 
-func newLoad(o Options, r *rig, rec *recorder) *load {
-	ng := sessiongatev1.NewSessionGatewayClient(r.viaNginx)
+// newLoad is the load over two connections: through the balancer, and to
+// the replicas directly.
+func newLoad(o Options, viaNginx, direct grpc.ClientConnInterface, rec *recorder) *load {
+	ng := sessiongatev1.NewSessionGatewayClient(viaNginx)
 	return &load{o: o, rec: rec, nginx: ng, routes: []route{
 		{"nginx", ng},
-		{"direct", sessiongatev1.NewSessionGatewayClient(r.direct)},
+		{"direct", sessiongatev1.NewSessionGatewayClient(direct)},
 	}}
 }
 
@@ -142,7 +173,7 @@ func (l *load) replace(ctx context.Context, slot int, old string) {
 			l.mu.Unlock()
 			return
 		}
-		l.rec.call("OpenSession", slot, err, 1, time.Now())
+		l.rec.call("OpenSession", "nginx", slot, err, 1, time.Now())
 		pause(ctx, 100*time.Millisecond)
 	}
 }
@@ -176,7 +207,8 @@ func (l *load) runJobs(ctx context.Context, slot int) {
 		in, _ := structpb.NewValue(map[string]any{"token": token})
 		cctx, cancel := context.WithTimeout(sessionCtx(ctx, id), l.o.CallTimeout)
 		cctx, attempts := withAttempts(cctx)
-		resp, err := l.routes[n%len(l.routes)].gw.RunJob(cctx, &sessiongatev1.RunJobRequest{SessionId: id, Agent: "echo", Input: in})
+		rt := l.routes[n%len(l.routes)]
+		resp, err := rt.gw.RunJob(cctx, &sessiongatev1.RunJobRequest{SessionId: id, Agent: "echo", Input: in})
 		cancel()
 		if ctx.Err() != nil {
 			return // the run ended: not a call outcome
@@ -188,7 +220,7 @@ func (l *load) runJobs(ctx context.Context, slot int) {
 				l.rec.misdelivered(fmt.Sprintf("RunJob on %s: sent token %q, result %v", id, token, resp.GetResult()))
 			}
 		}
-		l.rec.call("RunJob", slot, err, attempts.Load(), now)
+		l.rec.call("RunJob", rt.name, slot, err, attempts.Load(), now)
 		if err != nil {
 			if lostSession(err) {
 				l.replace(ctx, slot, id)
@@ -206,7 +238,8 @@ func (l *load) probe(ctx context.Context) {
 		id := l.id(slot)
 		cctx, cancel := context.WithTimeout(sessionCtx(ctx, id), l.o.CallTimeout)
 		cctx, attempts := withAttempts(cctx)
-		resp, err := l.routes[(n/l.o.Sessions)%len(l.routes)].gw.GetSessionStatus(cctx, &sessiongatev1.GetSessionStatusRequest{SessionId: id})
+		rt := l.routes[(n/l.o.Sessions)%len(l.routes)]
+		resp, err := rt.gw.GetSessionStatus(cctx, &sessiongatev1.GetSessionStatusRequest{SessionId: id})
 		cancel()
 		if ctx.Err() != nil {
 			return
@@ -214,7 +247,7 @@ func (l *load) probe(ctx context.Context) {
 		if err == nil {
 			l.rec.owner(slot, resp.GetInstanceId())
 		}
-		l.rec.call("GetSessionStatus", slot, err, attempts.Load(), time.Now())
+		l.rec.call("GetSessionStatus", rt.name, slot, err, attempts.Load(), time.Now())
 		if err != nil && lostSession(err) {
 			l.replace(ctx, slot, id)
 		}
@@ -243,7 +276,7 @@ func (l *load) watch(ctx context.Context, w int) {
 		if ctx.Err() != nil {
 			return
 		}
-		l.rec.call("SubmitJob", slot, err, attempts.Load(), time.Now())
+		l.rec.call("SubmitJob", l.routes[r].name, slot, err, attempts.Load(), time.Now())
 		if err != nil {
 			if lostSession(err) {
 				l.replace(ctx, slot, id)
@@ -276,7 +309,8 @@ func (l *load) watchJob(ctx context.Context, slot int, id, job string, count, r 
 			l.rec.resume()
 		}
 		first = false
-		progressed, end, err := l.watchOnce(ctx, id, job, &cursor, jc, l.routes[r%len(l.routes)].gw)
+		rt := l.routes[r%len(l.routes)]
+		progressed, end, err := l.watchOnce(ctx, id, job, &cursor, jc, rt.gw)
 		if ctx.Err() != nil {
 			return // the run ended: the job is not judged
 		}
@@ -284,17 +318,17 @@ func (l *load) watchJob(ctx context.Context, slot int, id, job string, count, r 
 			lastProgress, backoff = time.Now(), 50*time.Millisecond
 		}
 		if end != "" {
-			l.rec.watchEnded(slot, jc, end)
+			l.rec.watchEnded(jc, end)
 			return
 		}
-		l.rec.watchCut(slot, err, time.Now())
+		l.rec.watchCut(rt.name, err)
 		if lostSession(err) {
-			l.rec.watchEnded(slot, jc, "session lost: "+reason(err))
+			l.rec.watchEnded(jc, "session lost: "+reason(err))
 			l.replace(ctx, slot, id)
 			return
 		}
 		if time.Since(lastProgress) > l.o.WatchGiveUp {
-			l.rec.watchEnded(slot, jc, "abandoned after "+reason(err))
+			l.rec.watchEnded(jc, "abandoned after "+reason(err))
 			return
 		}
 		r++ // resume through the other route

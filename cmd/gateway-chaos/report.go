@@ -55,13 +55,15 @@ type window struct {
 	resumes     int
 	cuts        map[string]int // broken watches by code and reason
 
-	victims      []int // slots owned by the faulted replica at the fault
-	victim       string
-	faultAt      time.Time
-	faultEnd     time.Time
-	recoveredIn  time.Duration // fault end → every session answered again (0: not seen)
-	notRecovered int           // sessions with no success after the fault end when the window closed
-	notes        []string
+	ownersAtFault []string // each slot's owner at the fault
+	ownerChanges  int      // slots whose owner at the window's end differs from ownersAtFault
+	victims       []int    // slots owned by the faulted replica at the fault
+	victim        string
+	faultAt       time.Time
+	faultEnd      time.Time
+	recoveredIn   time.Duration // fault end → every session answered again (0: not seen)
+	notRecovered  int           // sessions with no success after the fault end when the window closed
+	notes         []string
 }
 
 func newWindow(name string, sessions int, now time.Time) *window {
@@ -95,6 +97,11 @@ func (r *recorder) closeLocked(now time.Time) {
 		return
 	}
 	w.end = now
+	for s, o := range w.ownersAtFault {
+		if o != "" && r.owners[s] != "" && r.owners[s] != o {
+			w.ownerChanges++
+		}
+	}
 	for s, t := range r.lastOK {
 		w.maxGap[s] = max(w.maxGap[s], now.Sub(later(t, w.start)))
 		if !w.faultEnd.IsZero() && t.Before(w.faultEnd) {
@@ -110,8 +117,10 @@ func later(a, b time.Time) time.Time {
 	return b
 }
 
-// call files one unary call's outcome.
-func (r *recorder) call(method string, slot int, err error, attempts int32, at time.Time) {
+// call files one unary call's outcome. Only calls the session's owner must
+// serve (RunJob, SubmitJob) count for the session's outage: any replica
+// answers GetSessionStatus from the directory, owner or not.
+func (r *recorder) call(method, via string, slot int, err error, attempts int32, at time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	w := r.cur
@@ -127,8 +136,8 @@ func (r *recorder) call(method string, slot int, err error, attempts int32, at t
 		outcome = reason(err)
 		w.failed++
 	}
-	w.calls[method+" "+outcome]++
-	if err == nil {
+	w.calls[method+" via "+via+" "+outcome]++
+	if err == nil && method != "GetSessionStatus" && method != "OpenSession" {
 		w.maxGap[slot] = max(w.maxGap[slot], at.Sub(later(r.lastOK[slot], w.start)))
 		r.lastOK[slot] = at
 	}
@@ -170,11 +179,11 @@ func (r *recorder) resume() {
 
 // watchCut files a broken WatchJob stream. A cut that is not UNAVAILABLE
 // (the code a caller resumes on) is a failed call too.
-func (r *recorder) watchCut(slot int, err error, at time.Time) {
+func (r *recorder) watchCut(via string, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if w := r.cur; w != nil {
-		w.cuts[reason(err)]++
+		w.cuts["via "+via+" "+reason(err)]++
 		if status.Code(err) != codes.Unavailable {
 			w.failed++
 		}
@@ -182,7 +191,7 @@ func (r *recorder) watchCut(slot int, err error, at time.Time) {
 }
 
 // watchEnded files a watched job: its end, and what its deliveries say.
-func (r *recorder) watchEnded(slot int, jc *jobCheck, end string) {
+func (r *recorder) watchEnded(jc *jobCheck, end string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	w := r.cur
@@ -212,6 +221,8 @@ func (r *recorder) markFault(w *window, victim string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	w.faultAt, w.victim = time.Now(), victim
+	w.ownersAtFault = slices.Clone(r.owners)
+	w.notes = append(w.notes, "fault at +"+w.faultAt.Sub(w.start).Round(time.Millisecond).String())
 	if victim == "" {
 		return
 	}
@@ -226,6 +237,7 @@ func (r *recorder) markFaultEnd(w *window) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	w.faultEnd = time.Now()
+	w.notes = append(w.notes, "fault ended at +"+w.faultEnd.Sub(w.start).Round(time.Millisecond).String())
 }
 
 // answeredSince reports whether every slot has had a successful call
@@ -285,6 +297,9 @@ type ScenarioReport struct {
 	// NotRecovered: sessions with no successful call after the fault ended
 	// when the window closed.
 	NotRecovered int `json:"not_recovered,omitempty"`
+	// OwnerChanges: sessions whose owner (by GetSessionStatus) at the end
+	// differs from the owner at the fault.
+	OwnerChanges int `json:"owner_changes"`
 
 	Calls           map[string]int64 `json:"calls"` // "Method outcome" → n; an outcome is OK, "OK after retry", or "CODE REASON"
 	FailedCalls     int64            `json:"failed_calls"`
@@ -329,7 +344,7 @@ func scenarioReport(w *window, fault string, ttl time.Duration, enforce bool) Sc
 	slices.Sort(vg)
 	sr := ScenarioReport{
 		Name: w.name, Fault: fault, Seconds: w.end.Sub(w.start).Seconds(), Victim: w.victim, Victims: len(w.victims),
-		Recovery: w.recoveredIn.Seconds(), NotRecovered: w.notRecovered,
+		Recovery: w.recoveredIn.Seconds(), NotRecovered: w.notRecovered, OwnerChanges: w.ownerChanges,
 		Calls: w.calls, FailedCalls: w.failed, OKAfterRetry: w.okRetried,
 		OutageMax: gaps[len(gaps)-1].Seconds(), OutageP50: gaps[len(gaps)/2].Seconds(),
 		Misdelivered: len(w.misdelivered), SessionsLost: len(w.lost),
@@ -401,6 +416,9 @@ func writeText(out io.Writer, rep *Report) {
 		slices.Sort(keys)
 		for _, k := range keys {
 			fmt.Fprintf(tw, "calls %s\t%d\n", k, sr.Calls[k])
+		}
+		if sr.Name != "baseline" {
+			fmt.Fprintf(tw, "sessions whose owner changed\t%d\n", sr.OwnerChanges)
 		}
 		fmt.Fprintf(tw, "failed calls (after the client's retries)\t%d\n", sr.FailedCalls)
 		fmt.Fprintf(tw, "calls OK after a retry\t%d\n", sr.OKAfterRetry)

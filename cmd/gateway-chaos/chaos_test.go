@@ -144,7 +144,8 @@ func hasNote(sr ScenarioReport, prefix string) bool {
 // fakeGateway is a SessionGateway that answers like the echo and stream
 // agents, cuts every job's first watch after a few events (UNAVAILABLE),
 // and, when hostile, misbehaves: every 7th RunJob returns another token,
-// and jobs deliver an event twice, skip one, or slip in another job's.
+// and jobs deliver an event twice, skip one, slip in another job's, or
+// swap two.
 type fakeGateway struct {
 	sessiongatev1.UnimplementedSessionGatewayServer
 	hostile bool
@@ -197,13 +198,15 @@ func (f *fakeGateway) WatchJob(req *sessiongatev1.WatchJobRequest, stream grpc.S
 		evs = append(evs, ev{i, count})
 	}
 	if f.hostile {
-		switch job % 3 {
+		switch job % 4 {
 		case 0:
 			evs = append(evs[:3], append([]ev{{2, count}}, evs[3:]...)...) // event 2 twice
 		case 1:
 			evs = append(evs[:3], evs[4:]...) // event 3 never
 		case 2:
 			evs = append(evs[:3], append([]ev{{1, count + 1}}, evs[3:]...)...) // another job's event
+		case 3:
+			evs[3], evs[4] = evs[4], evs[3] // 4 before 3
 		}
 	}
 	sent := 0
@@ -228,7 +231,7 @@ func (f *fakeGateway) WatchJob(req *sessiongatev1.WatchJobRequest, stream grpc.S
 
 // measureFake runs the load against a fakeGateway on loopback for a
 // moment and returns the window's report.
-func measureFake(t *testing.T, hostile bool) ScenarioReport {
+func measureFake(t *testing.T, hostile bool) (ScenarioReport, *window) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -281,7 +284,7 @@ func measureFake(t *testing.T, hostile bool) ScenarioReport {
 	rec.finish()
 	stop()
 	<-done
-	return scenarioReport(w, "fake", o.TTL, false)
+	return scenarioReport(w, "fake", o.TTL, false), w
 }
 
 // TestInstrumentCatches: against an honest fake the load counts no
@@ -289,7 +292,7 @@ func measureFake(t *testing.T, hostile bool) ScenarioReport {
 // against a hostile one it counts the misdelivered RunJob results and
 // events, the doubled and the lost events, and fails its safety checks.
 func TestInstrumentCatches(t *testing.T) {
-	honest := measureFake(t, false)
+	honest, _ := measureFake(t, false)
 	if honest.Misdelivered+honest.EventsLost+honest.EventsDoubled+honest.OutOfOrder != 0 || len(honest.failed()) != 0 {
 		t.Fatalf("honest fake: %+v", honest)
 	}
@@ -301,13 +304,21 @@ func TestInstrumentCatches(t *testing.T) {
 		t.Fatalf("honest fake: calls %v", honest.Calls)
 	}
 
-	hostile := measureFake(t, true)
+	hostile, w := measureFake(t, true)
 	t.Logf("hostile fake: misdelivered %d, events lost %d, doubled %d, out of order %d, failed checks %v",
 		hostile.Misdelivered, hostile.EventsLost, hostile.EventsDoubled, hostile.OutOfOrder, hostile.failed())
-	if hostile.Misdelivered == 0 || hostile.EventsLost == 0 || hostile.EventsDoubled == 0 {
+	if hostile.EventsLost == 0 || hostile.EventsDoubled == 0 || hostile.OutOfOrder == 0 {
 		t.Fatalf("hostile fake not caught: %+v", hostile)
 	}
-	for _, name := range []string{"misdelivered", "events lost", "events doubled"} {
+	kinds := map[string]int{}
+	for _, m := range w.misdelivered {
+		kind, _, _ := strings.Cut(m, " ")
+		kinds[kind]++
+	}
+	if kinds["RunJob"] == 0 || kinds["WatchJob"] == 0 {
+		t.Fatalf("misdeliveries by call %v: want RunJob results with another token and WatchJob events of another job", kinds)
+	}
+	for _, name := range []string{"misdelivered", "events lost", "events doubled", "events out of order"} {
 		found := false
 		for _, f := range hostile.failed() {
 			found = found || f == name

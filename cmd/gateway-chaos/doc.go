@@ -66,6 +66,13 @@
 // came), doubled, out of order; events undelivered by watches that gave up;
 // misdeliveries; sessions lost; watch cuts by code and reason, and resumes.
 //
+// Counts of failed calls depend on the load's pace: a loop whose call
+// failed waits 50 ms before its next call, as a caller would. The retry
+// policy's retry budget (retryThrottling: 10 tokens, 0.1 back per success)
+// is per connection, shared by all the loops on it, so under a fault it
+// can stop retries after a few failures: that is the published policy, and
+// the figures say what its users see.
+//
 // Safety thresholds, always enforced (exit 1): 0 misdelivered, 0 events
 // lost, doubled or out of order. Availability thresholds, enforced with
 // -enforce-availability (printed otherwise, until issue 31's fixes land):

@@ -52,6 +52,7 @@ type window struct {
 	doubled     int
 	outOfOrder  int
 	undelivered int // events never delivered by watches that did not reach the job's end
+	unfinished  int // watches that did not reach the job's end
 	resumes     int
 	cuts        map[string]int // broken watches by code and reason
 
@@ -200,6 +201,9 @@ func (r *recorder) watchEnded(jc *jobCheck, end string) {
 	}
 	w.jobs++
 	w.jobEnds[end]++
+	if end != "result" && !strings.HasPrefix(end, "job error") {
+		w.unfinished++
+	}
 	w.outOfOrder += jc.outOfOrder
 	for i, n := range jc.seen {
 		switch {
@@ -297,8 +301,10 @@ type ScenarioReport struct {
 	// NotRecovered: sessions with no successful call after the fault ended
 	// when the window closed.
 	NotRecovered int `json:"not_recovered,omitempty"`
-	// OwnerChanges: sessions whose owner (by GetSessionStatus) at the end
-	// differs from the owner at the fault.
+	// OwnerChanges: sessions whose owner at the end differs from the owner
+	// at the fault, both by the prober's last GetSessionStatus answer for
+	// the session (it visits each session every second or so: a change
+	// back and forth between two visits is not seen).
 	OwnerChanges int `json:"owner_changes"`
 
 	Calls           map[string]int64 `json:"calls"` // "Method outcome" → n; an outcome is OK, "OK after retry", or "CODE REASON"
@@ -316,6 +322,7 @@ type ScenarioReport struct {
 	EventsDoubled   int              `json:"events_doubled"`
 	OutOfOrder      int              `json:"events_out_of_order"`
 	Undelivered     int              `json:"events_undelivered"` // by watches that gave up or whose session was lost
+	Unfinished      int              `json:"watches_unfinished"` // watches that gave up or whose session was lost
 	WatchResumes    int              `json:"watch_resumes"`
 	WatchCuts       map[string]int   `json:"watch_cuts"`
 	Notes           []string         `json:"notes,omitempty"`
@@ -349,7 +356,7 @@ func scenarioReport(w *window, fault string, ttl time.Duration, enforce bool) Sc
 		OutageMax: gaps[len(gaps)-1].Seconds(), OutageP50: gaps[len(gaps)/2].Seconds(),
 		Misdelivered: len(w.misdelivered), SessionsLost: len(w.lost),
 		Jobs: w.jobs, JobEnds: w.jobEnds, EventsLost: w.eventsLost, EventsDoubled: w.doubled, OutOfOrder: w.outOfOrder,
-		Undelivered: w.undelivered, WatchResumes: w.resumes, WatchCuts: w.cuts, Notes: w.notes,
+		Undelivered: w.undelivered, Unfinished: w.unfinished, WatchResumes: w.resumes, WatchCuts: w.cuts, Notes: w.notes,
 	}
 	if len(vg) > 0 {
 		sr.VictimOutageP50 = vg[len(vg)/2].Seconds()
@@ -367,7 +374,7 @@ func scenarioReport(w *window, fault string, ttl time.Duration, enforce bool) Sc
 		return sr
 	}
 	add("sessions lost", "availability", 0, float64(sr.SessionsLost))
-	add("watches not finished", "availability", 0, float64(sr.Undelivered))
+	add("watches not finished", "availability", 0, float64(sr.Unfinished))
 	switch w.name {
 	case "rolling":
 		add("failed calls", "availability", 0, float64(sr.FailedCalls))
@@ -418,7 +425,7 @@ func writeText(out io.Writer, rep *Report) {
 			fmt.Fprintf(tw, "calls %s\t%d\n", k, sr.Calls[k])
 		}
 		if sr.Name != "baseline" {
-			fmt.Fprintf(tw, "sessions whose owner changed\t%d\n", sr.OwnerChanges)
+			fmt.Fprintf(tw, "sessions whose owner changed (prober's last answers)\t%d\n", sr.OwnerChanges)
 		}
 		fmt.Fprintf(tw, "failed calls (after the client's retries)\t%d\n", sr.FailedCalls)
 		fmt.Fprintf(tw, "calls OK after a retry\t%d\n", sr.OKAfterRetry)
@@ -433,7 +440,7 @@ func writeText(out io.Writer, rep *Report) {
 		fmt.Fprintf(tw, "sessions lost\t%d\n", sr.SessionsLost)
 		fmt.Fprintf(tw, "jobs watched\t%d (%s)\n", sr.Jobs, countsText(sr.JobEnds))
 		fmt.Fprintf(tw, "events lost, doubled, out of order\t%d, %d, %d\n", sr.EventsLost, sr.EventsDoubled, sr.OutOfOrder)
-		fmt.Fprintf(tw, "events undelivered (watches given up)\t%d\n", sr.Undelivered)
+		fmt.Fprintf(tw, "watches not finished, their events undelivered\t%d, %d\n", sr.Unfinished, sr.Undelivered)
 		fmt.Fprintf(tw, "watch resumes\t%d\n", sr.WatchResumes)
 		fmt.Fprintf(tw, "watch cuts\t%s\n", countsText(sr.WatchCuts))
 		for _, n := range sr.Notes {

@@ -57,6 +57,10 @@
 //
 // # Figures and thresholds
 //
+// A scenario's figures cover its window: from its warm-up to the start of
+// the next scenario, so the recovery and the restoration (a killed replica
+// started again) are counted in it.
+//
 // Per scenario: calls by method and outcome ("OK", "OK after retry": a
 // call grpc-go's retry policy retried to success, not a failure; else the
 // gRPC code and ErrorInfo reason, "-" when there is none); each session's

@@ -131,6 +131,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	rec.finish()
 	stopLoad()
 	wg.Wait()
+	if err != nil {
+		r.dumpLogs(o)
+	}
 	rep.Pass = err == nil
 	if err != nil {
 		rep.Error = err.Error()

@@ -202,6 +202,24 @@ func (r *rig) cont(pid int) error {
 	return syscall.Kill(pid, syscall.SIGCONT)
 }
 
+// dumpLogs writes the tail of each replica's log and nginx's to the
+// progress output, for a run that failed.
+func (r *rig) dumpLogs(o Options) {
+	tail := func(s string) string {
+		const n = 3000
+		if len(s) > n {
+			return "…" + s[len(s)-n:]
+		}
+		return s
+	}
+	for _, rp := range r.c.Replicas {
+		o.progress("log of %s (tail):\n%s", rp.Instance, tail(rp.Log()))
+	}
+	if r.nginx != nil {
+		o.progress("nginx log (tail):\n%s", tail(r.nginx.logs()))
+	}
+}
+
 // close stops everything this run started, by pid (clustertest's Close
 // kills its processes; nginx's process group is killed), even after a
 // failure half-way.

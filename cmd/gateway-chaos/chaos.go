@@ -23,6 +23,7 @@ type Options struct {
 	EventInterval time.Duration // between a job's events
 	TTL           time.Duration // --lease-ttl of the replicas
 	CallTimeout   time.Duration // each unary call's deadline
+	Think         time.Duration // a RunJob loop's pause between two calls
 	WatchGiveUp   time.Duration // a watch without progress this long is abandoned
 	Warmup        time.Duration // load before each fault
 	Recover       time.Duration // the longest wait for every session to answer after a fault
@@ -46,12 +47,12 @@ const enforceAvailabilityDefault = false
 func defaultOptions(short bool) Options {
 	if short {
 		return Options{Short: true, Sessions: 9, Watchers: 3, Events: 20, EventInterval: 25 * time.Millisecond,
-			TTL: 2 * time.Second, CallTimeout: 8 * time.Second, WatchGiveUp: 15 * time.Second,
+			TTL: 2 * time.Second, CallTimeout: 8 * time.Second, Think: 20 * time.Millisecond, WatchGiveUp: 15 * time.Second,
 			Warmup: 1500 * time.Millisecond, Recover: 15 * time.Second, Timeout: 4 * time.Minute,
 			Scenarios: Scenarios, EnforceAvailability: enforceAvailabilityDefault}
 	}
 	return Options{Sessions: 40, Watchers: 15, Events: 100, EventInterval: 50 * time.Millisecond,
-		TTL: 5 * time.Second, CallTimeout: 30 * time.Second, WatchGiveUp: 40 * time.Second,
+		TTL: 5 * time.Second, CallTimeout: 30 * time.Second, Think: 20 * time.Millisecond, WatchGiveUp: 40 * time.Second,
 		Warmup: 5 * time.Second, Recover: 40 * time.Second, Timeout: 15 * time.Minute,
 		Scenarios: Scenarios, EnforceAvailability: enforceAvailabilityDefault}
 }
@@ -75,6 +76,8 @@ func (o Options) validate() error {
 		return errors.New("-watchers: not negative")
 	case o.TTL < 500*time.Millisecond:
 		return errors.New("-ttl: at least 500ms")
+	case o.Think < 0 || o.Think > time.Second:
+		return errors.New("-think: 0 to 1s")
 	}
 	return nil
 }
@@ -94,7 +97,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		mode = "short"
 	}
 	rep := &Report{Mode: mode, LeaseTTLSeconds: o.TTL.Seconds(), Sessions: o.Sessions, Watchers: o.Watchers,
-		EventsPerJob: o.Events, EnforceAvailability: o.EnforceAvailability}
+		EventsPerJob: o.Events, ThinkMS: o.Think.Milliseconds(), EnforceAvailability: o.EnforceAvailability}
 	r, err := startRig(ctx, o)
 	if err != nil {
 		return nil, err

@@ -27,7 +27,8 @@
 // one to nginx, one to the three replicas with round_robin. Calls go
 // through both in turn and carry x-sessiongate-session.
 //
-//   - -sessions sessions, each with a RunJob(echo) loop; every call carries
+//   - -sessions sessions, each with a RunJob(echo) loop (-think between a
+//     success and the next call, 50 ms after a failure); every call carries
 //     a unique token that the result must echo (another token: misdelivered).
 //   - -watchers loops of SubmitJob(stream) + WatchJob. Each job has its own
 //     event count (-events plus a little), and every event names it, so an

@@ -226,6 +226,8 @@ func (l *load) runJobs(ctx context.Context, slot int) {
 				l.replace(ctx, slot, id)
 			}
 			pause(ctx, 50*time.Millisecond)
+		} else if l.o.Think > 0 {
+			pause(ctx, l.o.Think)
 		}
 	}
 }

@@ -31,6 +31,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	ttl := fs.Duration("ttl", def.TTL, "replicas' --lease-ttl (default 5s; 2s with -short)")
 	sessions := fs.Int("sessions", def.Sessions, "sessions, one RunJob loop each (default 40; 9 with -short)")
 	watchers := fs.Int("watchers", def.Watchers, "SubmitJob + WatchJob loops (default 15; 3 with -short)")
+	think := fs.Duration("think", def.Think, "a RunJob loop's pause after a successful call (after a failed one it is 50ms)")
 	events := fs.Int("events", def.Events, "events of each watched job (default 100; 20 with -short)")
 	gatewayBin := fs.String("gateway-bin", "", "gateway binary (default: go build ./cmd/gateway into a temporary directory)")
 	nginx := fs.String("nginx", "", "nginx binary (default: nginx on PATH, else /usr/sbin/nginx)")
@@ -57,6 +58,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if set["watchers"] {
 		o.Watchers = *watchers
+	}
+	if set["think"] {
+		o.Think = *think
 	}
 	if set["events"] {
 		o.Events = *events

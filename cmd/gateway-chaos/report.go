@@ -283,6 +283,7 @@ type Report struct {
 	Sessions            int              `json:"sessions"`
 	Watchers            int              `json:"watchers"`
 	EventsPerJob        int              `json:"events_per_job"`
+	ThinkMS             int64            `json:"think_ms"` // a RunJob loop's pause between calls
 	EnforceAvailability bool             `json:"enforce_availability"`
 	Scenarios           []ScenarioReport `json:"scenarios"`
 	// Pass: no enforced check failed (and the run itself did not fail).
@@ -402,8 +403,8 @@ func writeJSON(w io.Writer, rep *Report) error {
 }
 
 func writeText(out io.Writer, rep *Report) {
-	fmt.Fprintf(out, "gateway-chaos (%s): 3 replicas, nginx, redis-server, lease TTL %gs; %d sessions, %d watchers of %d+ events\n",
-		rep.Mode, rep.LeaseTTLSeconds, rep.Sessions, rep.Watchers, rep.EventsPerJob)
+	fmt.Fprintf(out, "gateway-chaos (%s): 3 replicas, nginx, redis-server, lease TTL %gs; %d sessions (RunJob every %d ms after the last answer), %d watchers of %d+ events\n",
+		rep.Mode, rep.LeaseTTLSeconds, rep.Sessions, rep.ThinkMS, rep.Watchers, rep.EventsPerJob)
 	for _, sr := range rep.Scenarios {
 		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 		fmt.Fprintf(tw, "\n== %s\t%s (%.1fs)\n", sr.Name, sr.Fault, sr.Seconds)

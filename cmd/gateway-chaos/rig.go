@@ -25,6 +25,9 @@ import (
 	"github.com/sessiongate/sessiongate/timeoutprofile"
 )
 
+// restartTimeout bounds a replica's restart (a build is not part of it).
+const restartTimeout = time.Minute
+
 // rig is what a run starts: the cluster (redis-server, the reference
 // runtime, three replicas: clustertest), nginx in front of it, and the
 // client connections of the load.
@@ -176,8 +179,10 @@ func (r *rig) waitServing(ctx context.Context, i int) error {
 }
 
 // restart starts replica i again (if it is down) and waits until it is
-// SERVING.
+// SERVING, for at most restartTimeout.
 func (r *rig) restart(ctx context.Context, i int) error {
+	ctx, cancel := context.WithTimeout(ctx, restartTimeout)
+	defer cancel()
 	if err := r.c.StartReplica(ctx, i); err != nil {
 		return err
 	}

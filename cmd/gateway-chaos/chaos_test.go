@@ -338,3 +338,30 @@ func TestFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestEnforceAvailability: the availability thresholds fail a run only
+// with EnforceAvailability; the safety ones always do.
+func TestEnforceAvailability(t *testing.T) {
+	now := time.Now()
+	w := newWindow("freeze", 2, now.Add(-10*time.Second))
+	w.end = now
+	w.maxGap = []time.Duration{9 * time.Second, 100 * time.Millisecond} // > TTL + 1 s
+	w.lost["s-1"] = true
+	w.failed = 3
+	const ttl = 2 * time.Second
+	if got := scenarioReport(w, "", ttl, false).failed(); len(got) != 0 {
+		t.Errorf("not enforced: failed %v", got)
+	}
+	got := scenarioReport(w, "", ttl, true).failed()
+	if strings.Join(got, ",") != "sessions lost,outage max (s) ≤ TTL + 1 s" {
+		t.Errorf("enforced: failed %v", got)
+	}
+	w.name = "rolling"
+	if got := scenarioReport(w, "", ttl, true).failed(); strings.Join(got, ",") != "sessions lost,failed calls" {
+		t.Errorf("rolling, enforced: failed %v", got)
+	}
+	w.misdelivered = []string{"x"}
+	if got := scenarioReport(w, "", ttl, false).failed(); strings.Join(got, ",") != "misdelivered" {
+		t.Errorf("a misdelivery, not enforced: failed %v", got)
+	}
+}

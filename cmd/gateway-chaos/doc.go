@@ -86,6 +86,25 @@
 // watch cut with a code other than UNAVAILABLE), outage ≤ TTL + 1 s for
 // kill and freeze.
 //
+// # Flags
+//
+//	-short                 CI mode: 9 sessions, 3 watchers of 20+ events, TTL 2 s (about 30 s in all)
+//	-scenarios LIST        rolling,kill,freeze,redis-freeze (any subset, in the order given)
+//	-ttl D                 the replicas' --lease-ttl (default 5s)
+//	-sessions N            RunJob loops, one session each (default 40)
+//	-watchers N, -events N SubmitJob + WatchJob loops and their jobs' events (default 15, 100)
+//	-think D               a RunJob loop's pause after a success (default 20ms)
+//	-gateway-bin PATH      the replicas' binary (default: built from this module)
+//	-nginx PATH            nginx (default: PATH, then /usr/sbin/nginx)
+//	-nginx-conf PATH       the recipe (default: docs/balancers.md, else README.md)
+//	-enforce-availability  fail on the availability thresholds too
+//	-json                  the report as JSON
+//
+// Exit status: 0 when every enforced check passed, 1 when one failed or the
+// run could not measure (a process did not start, a session did not answer
+// before a fault), 2 for bad flags. The test (go test ./cmd/gateway-chaos)
+// runs -short against real processes and fails on the safety checks only.
+//
 // # Goroutines
 //
 // Run owns them all: one per RunJob loop, one per watcher, one prober (in

@@ -31,7 +31,7 @@ type Options struct {
 	Scenarios     []string
 	GatewayBin    string // "" = go build ./cmd/gateway
 	Nginx         string // nginx binary, "" = PATH or /usr/sbin/nginx
-	NginxConf     string // "" = the recipe of docs/balancers.md or README.md
+	NginxConf     string // "" = the recipe of docs/balancers.md, docs/operations.md or README.md
 	// EnforceAvailability makes the availability checks (sessions lost,
 	// failed calls in the rolling restart, outage of kill and freeze) fail
 	// the run; without it they are printed only.

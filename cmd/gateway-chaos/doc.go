@@ -11,7 +11,8 @@
 // --redis, --instance-id gw-1 … gw-3, --cluster-secret and --lease-ttl
 // -ttl; then Debian's nginx (-nginx) in front of them with the project's
 // published recipe, the <!-- nginx:begin --> block of docs/balancers.md,
-// else of README.md (-nginx-conf to name another), its addresses replaced by
+// docs/operations.md or README.md, the first that has one (-nginx-conf to
+// name another), its addresses replaced by
 // the replicas' ports. Every start waits for readiness (grpc.health.v1
 // SERVING for a replica, PING for Redis, a TCP accept for nginx), never a
 // fixed sleep. Cleanup kills every process it started by pid (nginx by its
@@ -96,7 +97,7 @@
 //	-think D               a RunJob loop's pause after a success (default 20ms)
 //	-gateway-bin PATH      the replicas' binary (default: built from this module)
 //	-nginx PATH            nginx (default: PATH, then /usr/sbin/nginx)
-//	-nginx-conf PATH       the recipe (default: docs/balancers.md, else README.md)
+//	-nginx-conf PATH       the recipe (default: docs/balancers.md, docs/operations.md or README.md)
 //	-enforce-availability  fail on the availability thresholds too
 //	-json                  the report as JSON
 //

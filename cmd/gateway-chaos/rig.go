@@ -338,10 +338,11 @@ func nginxBinary(path string) (string, error) {
 }
 
 // nginxConf is the project's published nginx recipe: the block between
-// <!-- nginx:begin --> and <!-- nginx:end --> of docs/balancers.md, else of
-// README.md (found from the working directory up to the module root), or
-// of the file named by -nginx-conf (a markdown file with the markers, or a
-// plain nginx configuration).
+// <!-- nginx:begin --> and <!-- nginx:end --> of the first of
+// docs/balancers.md, docs/operations.md and README.md that has one (found
+// from the working directory up to the module root), or of the file named
+// by -nginx-conf (a markdown file with the markers, or a plain nginx
+// configuration).
 func nginxConf(path string) (string, error) {
 	var candidates []string
 	if path != "" {
@@ -351,7 +352,7 @@ func nginxConf(path string) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		candidates = []string{filepath.Join(root, "docs", "balancers.md"), filepath.Join(root, "README.md")}
+		candidates = []string{filepath.Join(root, "docs", "balancers.md"), filepath.Join(root, "docs", "operations.md"), filepath.Join(root, "README.md")}
 	}
 	for _, p := range candidates {
 		raw, err := os.ReadFile(p)

@@ -39,11 +39,12 @@ type window struct {
 	name       string
 	start, end time.Time
 
-	calls        map[string]int64 // "Method outcome" → n
-	failed       int64            // unary calls that failed (after the client's retries)
-	okRetried    int64            // unary calls that succeeded after a retry
-	maxGap       []time.Duration  // each slot's longest time without a successful call
-	lost         map[string]bool  // sessions the gateway said were gone
+	calls        map[string]int64  // "Method outcome" → n
+	examples     map[string]string // a failed outcome → the status message of its first call
+	failed       int64             // unary calls that failed (after the client's retries)
+	okRetried    int64             // unary calls that succeeded after a retry
+	maxGap       []time.Duration   // each slot's longest time without a successful call
+	lost         map[string]bool   // sessions the gateway said were gone
 	misdelivered []string
 
 	jobs        int
@@ -68,7 +69,7 @@ type window struct {
 }
 
 func newWindow(name string, sessions int, now time.Time) *window {
-	return &window{name: name, start: now, calls: map[string]int64{}, maxGap: make([]time.Duration, sessions),
+	return &window{name: name, start: now, calls: map[string]int64{}, examples: map[string]string{}, maxGap: make([]time.Duration, sessions),
 		lost: map[string]bool{}, jobEnds: map[string]int{}, cuts: map[string]int{}}
 }
 
@@ -137,7 +138,11 @@ func (r *recorder) call(method, via string, slot int, err error, attempts int32,
 		outcome = reason(err)
 		w.failed++
 	}
-	w.calls[method+" via "+via+" "+outcome]++
+	key := method + " via " + via + " " + outcome
+	w.calls[key]++
+	if err != nil && w.examples[key] == "" {
+		w.examples[key] = status.Convert(err).Message()
+	}
 	if err == nil && method != "GetSessionStatus" && method != "OpenSession" {
 		w.maxGap[slot] = max(w.maxGap[slot], at.Sub(later(r.lastOK[slot], w.start)))
 		r.lastOK[slot] = at
@@ -184,7 +189,11 @@ func (r *recorder) watchCut(via string, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if w := r.cur; w != nil {
-		w.cuts["via "+via+" "+reason(err)]++
+		key := "via " + via + " " + reason(err)
+		w.cuts[key]++
+		if w.examples["WatchJob "+key] == "" {
+			w.examples["WatchJob "+key] = status.Convert(err).Message()
+		}
 		if status.Code(err) != codes.Unavailable {
 			w.failed++
 		}
@@ -308,26 +317,27 @@ type ScenarioReport struct {
 	// back and forth between two visits is not seen).
 	OwnerChanges int `json:"owner_changes"`
 
-	Calls           map[string]int64 `json:"calls"` // "Method outcome" → n; an outcome is OK, "OK after retry", or "CODE REASON"
-	FailedCalls     int64            `json:"failed_calls"`
-	OKAfterRetry    int64            `json:"ok_after_retry"`
-	OutageMax       float64          `json:"outage_max_seconds"` // longest gap between successful calls of one session
-	OutageP50       float64          `json:"outage_p50_seconds"`
-	VictimOutageP50 float64          `json:"victim_outage_p50_seconds,omitempty"`
-	Misdelivered    int              `json:"misdelivered"`
-	Misdeliveries   []string         `json:"misdeliveries,omitempty"` // the first few
-	SessionsLost    int              `json:"sessions_lost"`
-	Jobs            int              `json:"jobs_watched"`
-	JobEnds         map[string]int   `json:"job_ends"`
-	EventsLost      int              `json:"events_lost"`
-	EventsDoubled   int              `json:"events_doubled"`
-	OutOfOrder      int              `json:"events_out_of_order"`
-	Undelivered     int              `json:"events_undelivered"` // by watches that gave up or whose session was lost
-	Unfinished      int              `json:"watches_unfinished"` // watches that gave up or whose session was lost
-	WatchResumes    int              `json:"watch_resumes"`
-	WatchCuts       map[string]int   `json:"watch_cuts"`
-	Notes           []string         `json:"notes,omitempty"`
-	Checks          []Check          `json:"checks"`
+	Calls           map[string]int64  `json:"calls"`    // "Method outcome" → n; an outcome is OK, "OK after retry", or "CODE REASON"
+	Examples        map[string]string `json:"examples"` // each failed outcome (and watch cut) → the status message of its first call
+	FailedCalls     int64             `json:"failed_calls"`
+	OKAfterRetry    int64             `json:"ok_after_retry"`
+	OutageMax       float64           `json:"outage_max_seconds"` // longest gap between successful calls of one session
+	OutageP50       float64           `json:"outage_p50_seconds"`
+	VictimOutageP50 float64           `json:"victim_outage_p50_seconds,omitempty"`
+	Misdelivered    int               `json:"misdelivered"`
+	Misdeliveries   []string          `json:"misdeliveries,omitempty"` // the first few
+	SessionsLost    int               `json:"sessions_lost"`
+	Jobs            int               `json:"jobs_watched"`
+	JobEnds         map[string]int    `json:"job_ends"`
+	EventsLost      int               `json:"events_lost"`
+	EventsDoubled   int               `json:"events_doubled"`
+	OutOfOrder      int               `json:"events_out_of_order"`
+	Undelivered     int               `json:"events_undelivered"` // by watches that gave up or whose session was lost
+	Unfinished      int               `json:"watches_unfinished"` // watches that gave up or whose session was lost
+	WatchResumes    int               `json:"watch_resumes"`
+	WatchCuts       map[string]int    `json:"watch_cuts"`
+	Notes           []string          `json:"notes,omitempty"`
+	Checks          []Check           `json:"checks"`
 }
 
 // Check is one threshold. Enforced checks fail the run; the others are
@@ -353,7 +363,7 @@ func scenarioReport(w *window, fault string, ttl time.Duration, enforce bool) Sc
 	sr := ScenarioReport{
 		Name: w.name, Fault: fault, Seconds: w.end.Sub(w.start).Seconds(), Victim: w.victim, Victims: len(w.victims),
 		Recovery: w.recoveredIn.Seconds(), NotRecovered: w.notRecovered, OwnerChanges: w.ownerChanges,
-		Calls: w.calls, FailedCalls: w.failed, OKAfterRetry: w.okRetried,
+		Calls: w.calls, Examples: w.examples, FailedCalls: w.failed, OKAfterRetry: w.okRetried,
 		OutageMax: gaps[len(gaps)-1].Seconds(), OutageP50: gaps[len(gaps)/2].Seconds(),
 		Misdelivered: len(w.misdelivered), SessionsLost: len(w.lost),
 		Jobs: w.jobs, JobEnds: w.jobEnds, EventsLost: w.eventsLost, EventsDoubled: w.doubled, OutOfOrder: w.outOfOrder,
@@ -424,6 +434,9 @@ func writeText(out io.Writer, rep *Report) {
 		slices.Sort(keys)
 		for _, k := range keys {
 			fmt.Fprintf(tw, "calls %s\t%d\n", k, sr.Calls[k])
+			if m := sr.Examples[k]; m != "" {
+				fmt.Fprintf(tw, "  first message\t%s\n", clip(m))
+			}
 		}
 		if sr.Name != "baseline" {
 			fmt.Fprintf(tw, "sessions whose owner changed (prober's last answers)\t%d\n", sr.OwnerChanges)
@@ -444,6 +457,14 @@ func writeText(out io.Writer, rep *Report) {
 		fmt.Fprintf(tw, "watches not finished, their events undelivered\t%d, %d\n", sr.Unfinished, sr.Undelivered)
 		fmt.Fprintf(tw, "watch resumes\t%d\n", sr.WatchResumes)
 		fmt.Fprintf(tw, "watch cuts\t%s\n", countsText(sr.WatchCuts))
+		cuts := make([]string, 0, len(sr.WatchCuts))
+		for k := range sr.WatchCuts {
+			cuts = append(cuts, k)
+		}
+		slices.Sort(cuts)
+		for _, k := range cuts {
+			fmt.Fprintf(tw, "  first message of %s\t%s\n", k, clip(sr.Examples["WatchJob "+k]))
+		}
 		for _, n := range sr.Notes {
 			fmt.Fprintf(tw, "note\t%s\n", n)
 		}
@@ -467,6 +488,15 @@ func writeText(out io.Writer, rep *Report) {
 		fmt.Fprintf(out, "\nrun error: %s\n", rep.Error)
 	}
 	fmt.Fprintf(out, "\n%s\n", verdict)
+}
+
+// clip shortens a status message for the text report (JSON has it whole).
+func clip(m string) string {
+	m = strings.ReplaceAll(m, "\n", " ")
+	if len(m) > 160 {
+		return m[:160] + "…"
+	}
+	return m
 }
 
 // countsText lists counts by key, keys sorted: "A 2, B 1", or "none".

@@ -149,7 +149,8 @@ func hasNote(sr ScenarioReport, prefix string) bool {
 type fakeGateway struct {
 	sessiongatev1.UnimplementedSessionGatewayServer
 	hostile bool
-	n       atomic.Int64
+	n       atomic.Int64 // session and job ids
+	runs    atomic.Int64 // RunJob calls
 	mu      sync.Mutex
 	counts  map[string]int  // job → count
 	cut     map[string]bool // jobs whose first watch was cut
@@ -165,7 +166,7 @@ func (f *fakeGateway) GetSessionStatus(context.Context, *sessiongatev1.GetSessio
 
 func (f *fakeGateway) RunJob(_ context.Context, req *sessiongatev1.RunJobRequest) (*sessiongatev1.RunJobResponse, error) {
 	out := req.GetInput()
-	if f.hostile && f.n.Add(1)%7 == 0 {
+	if f.runs.Add(1)%7 == 0 && f.hostile {
 		out, _ = structpb.NewValue(map[string]any{"token": "someone else's"})
 	}
 	return &sessiongatev1.RunJobResponse{Result: out}, nil
@@ -238,7 +239,8 @@ func measureFake(t *testing.T, hostile bool) (ScenarioReport, *window) {
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer()
-	sessiongatev1.RegisterSessionGatewayServer(srv, &fakeGateway{hostile: hostile, counts: map[string]int{}, cut: map[string]bool{}})
+	fake := &fakeGateway{hostile: hostile, counts: map[string]int{}, cut: map[string]bool{}}
+	sessiongatev1.RegisterSessionGatewayServer(srv, fake)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
 	defer func() {
@@ -265,19 +267,20 @@ func measureFake(t *testing.T, hostile bool) (ScenarioReport, *window) {
 	lctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); l.run(lctx) }()
-	// Until enough jobs of each kind ended (not a fixed time).
+	// Until enough jobs of each kind ended and enough RunJobs answered
+	// (not a fixed time).
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		rec.mu.Lock()
 		jobs := w.jobs
 		rec.mu.Unlock()
-		if jobs >= 12 {
+		if jobs >= 12 && fake.runs.Load() >= 22 {
 			break
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("only %d jobs watched", jobs)
+			t.Fatalf("only %d jobs watched, %d RunJob calls", jobs, fake.runs.Load())
 		case <-tick.C:
 		}
 	}
@@ -305,6 +308,7 @@ func TestInstrumentCatches(t *testing.T) {
 	}
 
 	hostile, w := measureFake(t, true)
+	t.Logf("hostile fake: calls %v", hostile.Calls)
 	t.Logf("hostile fake: misdelivered %d, events lost %d, doubled %d, out of order %d, failed checks %v",
 		hostile.Misdelivered, hostile.EventsLost, hostile.EventsDoubled, hostile.OutOfOrder, hostile.failed())
 	if hostile.EventsLost == 0 || hostile.EventsDoubled == 0 || hostile.OutOfOrder == 0 {

@@ -491,3 +491,22 @@ func (r *Redis) Close() { r.c.Close() }
 
 // Key is the directory key (--directory-key) the replicas share.
 func (c *Cluster) Key() string { return c.key }
+
+// Pid is the process id of replica i's current process, 0 when it was never
+// started; the process may have exited (see Running). For faults this
+// package has no method for (SIGSTOP, SIGCONT) sent by the caller's own
+// code to a process this package started.
+func (c *Cluster) Pid(i int) int {
+	if p := c.Replicas[i].p; p != nil {
+		return p.cmd.Process.Pid
+	}
+	return 0
+}
+
+// RedisPid is redis-server's process id, 0 when it is not running.
+func (c *Cluster) RedisPid() int {
+	if p := c.redis; p != nil && !p.exited() {
+		return p.cmd.Process.Pid
+	}
+	return 0
+}

@@ -20,9 +20,11 @@ import (
 // Otherwise the caller's deadline is the budget: the handler runs under a
 // context whose deadline is the caller's less the margin, cancelled the
 // same way with limit "caller_deadline", so that the status leaves before
-// the caller's own timer fires; a call with no more than the margin left
-// ends at once, with the same status, without running the handler. With a
-// margin of 0 the handler gets the incoming context unchanged instead. In
+// the caller's own timer fires. The margin is a third of the time left, at
+// most WithDeadlineMargin, so a call with any time left runs; one that
+// arrives already past its deadline ends at once, with the same status,
+// without running the handler. With a margin of 0 the handler gets the
+// incoming context unchanged instead. In
 // every case a call whose budget ran out before the handler returned —
 // whatever the handler returned — ends with DEADLINE_EXCEEDED carrying
 // TimeoutExceeded and ErrorInfo details. A malformed x-timeout-ms ends the
@@ -86,8 +88,8 @@ func (e *Enforcer) unaryServer(ctx context.Context, req any, info *grpc.UnarySer
 // clamped. A method without a policy is bounded as a whole, like a unary
 // call, with limit "total". As for unary calls, when the caller's deadline
 // comes before the total (or there is none) the stream ends the deadline
-// margin before it, with limit "caller_deadline", or at once when no more
-// than the margin is left.
+// margin before it, with limit "caller_deadline", or at once when it
+// arrives past its deadline.
 //
 // When a limit fires the stream's context is cancelled with a
 // *TimeoutError cause, further SendMsg calls fail with the timeout status,
@@ -191,9 +193,8 @@ func (e *Enforcer) timedOut(ctx context.Context, m *method, te *TimeoutError) er
 	return te.GRPCStatus().Err()
 }
 
-// tooLate ends a call that arrived with no more than the deadline margin
-// left on the caller's deadline, without running its handler: the handler
-// could not both work and answer before the caller's own timer fires.
+// tooLate ends a call that arrived already past the caller's deadline,
+// without running its handler: nobody waits for its answer.
 func (e *Enforcer) tooLate(ctx context.Context, m *method, p *Profile, start time.Time) error {
 	elapsed := time.Since(start)
 	m.obs.Duration(elapsed)

@@ -37,7 +37,8 @@ type Enforcer struct {
 	servicePol map[string]StreamingPolicy     // service → policy
 	callers    map[string]map[string]*Profile // profile → caller → override
 	fallback   string
-	margin     time.Duration // WithDeadlineMargin; 0: off
+	margin     time.Duration   // WithDeadlineMargin; 0: off
+	noMargin   map[string]bool // WithoutDeadlineMargin
 	callerFn   func(context.Context) string
 	files      *protoregistry.Files
 	obs        Observer
@@ -54,6 +55,7 @@ type method struct {
 	profile             *Profile
 	byCaller            map[string]*Profile // nil: no per-caller overrides for profile
 	streaming           *StreamingPolicy    // nil: none, or all zero
+	noMargin            bool                // WithoutDeadlineMargin
 	source              timeoutprofilev1.ProfileSource
 	reason              string
 	obs                 MethodObserver
@@ -107,6 +109,10 @@ func build(o *options) (*Enforcer, error) {
 	}
 	empty := map[string]*method{}
 	e.cache.Store(&empty)
+	e.noMargin = map[string]bool{}
+	for _, m := range o.noMargin {
+		e.noMargin[m] = true
+	}
 
 	// Client level: complete profiles.
 	seen := map[string]bool{}
@@ -280,6 +286,7 @@ func (e *Enforcer) methodSlow(fullMethod string) *method {
 	}
 	m := e.resolve(fullMethod)
 	m.obs = e.obs.ForMethod(m.profile.Name, m.service, m.name)
+	m.noMargin = e.noMargin[fullMethod]
 	if len(cur) >= maxCached {
 		return m
 	}
@@ -288,6 +295,14 @@ func (e *Enforcer) methodSlow(fullMethod string) *method {
 	next[fullMethod] = m
 	e.cache.Store(&next)
 	return m
+}
+
+// marginOf returns the deadline margin's ceiling for calls of m.
+func (e *Enforcer) marginOf(m *method) time.Duration {
+	if m.noMargin {
+		return 0
+	}
+	return e.margin
 }
 
 // callerOf returns the caller identity of a call, "" when e has no

@@ -23,8 +23,9 @@ import (
 // the caller's own timer fires. The margin is a third of the time left, at
 // most WithDeadlineMargin, so a call with any time left runs; one that
 // arrives already past its deadline ends at once, with the same status,
-// without running the handler. With a margin of 0 the handler gets the
-// incoming context unchanged instead. In
+// without running the handler. With a margin of 0 (or for the methods of
+// WithoutDeadlineMargin) the handler gets the incoming context unchanged
+// instead. In
 // every case a call whose budget ran out before the handler returned —
 // whatever the handler returned — ends with DEADLINE_EXCEEDED carrying
 // TimeoutExceeded and ErrorInfo details. A malformed x-timeout-ms ends the
@@ -42,7 +43,7 @@ func (e *Enforcer) unaryServer(ctx context.Context, req any, info *grpc.UnarySer
 		return nil, err
 	}
 	dl, hasDL := ctx.Deadline()
-	b := computeBudget(p, start, dl, hasDL, override, hasOverride).withMargin(start, dl, hasDL, e.margin)
+	b := computeBudget(p, start, dl, hasDL, override, hasOverride).withMargin(start, dl, hasDL, e.marginOf(m))
 	if b.rule != RuleNone {
 		e.clamped(ctx, m, p, b)
 	}
@@ -115,7 +116,7 @@ func (e *Enforcer) streamServer(srv any, ss grpc.ServerStream, info *grpc.Stream
 	} else {
 		b = computeBudget(p, start, dl, hasDL, override, hasOverride)
 	}
-	b = b.withMargin(start, dl, hasDL, e.margin)
+	b = b.withMargin(start, dl, hasDL, e.marginOf(m))
 	if b.rule != RuleNone {
 		e.clamped(ctx, m, p, b)
 	}

@@ -418,6 +418,12 @@ func New(cfg Config) (*Gateway, error) {
 	return g, nil
 }
 
+// probeMethods answer from memory at once, at any caller deadline.
+var probeMethods = []string{
+	sessiongatev1.SessionGateway_GetSessionStatus_FullMethodName,
+	healthpb.Health_Check_FullMethodName,
+}
+
 // servedHealth are the services health reports: the server as a whole ("")
 // and each application service.
 var servedHealth = []string{
@@ -438,6 +444,10 @@ func NewEnforcer(global *timeoutprofile.Config, reg prometheus.Registerer, log *
 	opts := []timeoutprofile.Option{
 		timeoutprofile.WithCallerIdentity(callerFrom),
 		timeoutprofile.WithObserver(obs),
+		// The probes answer from memory: a balancer's deadline, however
+		// short, is not shortened by a margin (their profile still bounds
+		// them).
+		timeoutprofile.WithoutDeadlineMargin(probeMethods...),
 	}
 	if log != nil {
 		opts = append(opts, timeoutprofile.WithLogger(log))

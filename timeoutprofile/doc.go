@@ -304,7 +304,18 @@
 // languages: pass its text as the "grpc.service_config" channel option
 // (grpcio, @grpc/grpc-js). A test keeps the file equal to
 // RetryServiceConfig(RetryPolicy{}); go generate rewrites it. gRPC's
-// built-in retries share the call's deadline. For a budget per attempt use go-grpc-middleware v2's retry
+// built-in retries share the call's deadline.
+//
+// Every TimeoutExceeded answer — whichever budget was spent, the profile's,
+// the caller's x-timeout-ms or the caller's own deadline — carries the
+// trailer grpc-retry-pushback-ms: -1 (PushbackKey), which grpc-go, grpcio
+// and grpc-js honour by not retrying, whatever the policy says: the retry
+// would get the same budget and run the work again (or, inside the
+// caller's deadline, end as a bare DEADLINE_EXCEEDED without details). The
+// policy's DEADLINE_EXCEEDED therefore retries only deadlines that did not
+// come from this package, e.g. a proxy's. A service whose handlers start
+// work that must not run twice should also make every attempt of a call
+// carry the same idempotency key (sessiongate's clients do). For a budget per attempt use go-grpc-middleware v2's retry
 // interceptor outside this package's client interceptor:
 //
 //	grpc.WithChainUnaryInterceptor(

@@ -171,6 +171,11 @@ func (s *serverStream) SendMsg(msg any) error {
 	return s.ServerStream.SendMsg(msg)
 }
 
+// PushbackKey is the trailer every TimeoutExceeded answer carries with the
+// value "-1": gRPC's retry machinery (grpc-go, grpcio, grpc-js) then does
+// not retry the call, whatever its retry policy says.
+const PushbackKey = "grpc-retry-pushback-ms"
+
 // timedOut counts and logs a timeout and returns its status error.
 func (e *Enforcer) timedOut(ctx context.Context, m *method, te *TimeoutError) error {
 	m.obs.Timeout()
@@ -184,13 +189,12 @@ func (e *Enforcer) timedOut(ctx context.Context, m *method, te *TimeoutError) er
 			slog.Int64("elapsed_ms", int64(msOf(te.Elapsed))),
 			slog.Int("suppressed", n))
 	}
-	if te.Limit == LimitCallerDeadline {
-		// The caller's own deadline is the budget: a retry inside it
-		// cannot succeed and would end as a bare deadline, losing these
-		// details. Tell every gRPC client's retry machinery not to retry
-		// (grpc-go, grpcio and grpc-js honour a negative pushback).
-		_ = grpc.SetTrailer(ctx, metadata.Pairs("grpc-retry-pushback-ms", "-1"))
-	}
+	// The budget is spent: a retry would get the same budget (or, for
+	// the caller's own deadline, none at all) and run the work again, and
+	// a retry inside the caller's deadline ends as a bare deadline,
+	// losing these details. Tell every gRPC client's retry machinery not
+	// to retry (grpc-go, grpcio and grpc-js honour a negative pushback).
+	_ = grpc.SetTrailer(ctx, metadata.Pairs(PushbackKey, "-1"))
 	return te.GRPCStatus().Err()
 }
 

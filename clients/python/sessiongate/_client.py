@@ -13,6 +13,7 @@ import grpc
 
 from ._gen.sessiongate.v1 import sessiongate_pb2 as pb
 from ._gen.sessiongate.v1 import sessiongate_pb2_grpc as pb_grpc
+from ._idempotency import call_key
 from ._values import from_raw_or_value, to_value
 from .errors import GatewayError, from_rpc_error
 
@@ -535,7 +536,7 @@ class Session:
         ``metadata`` is sent with the call, e.g.
         ``metadata=sessiongate.trace_metadata(traceparent)``."""
         req = pb.RunJobRequest(
-            session_id=self.id, agent=agent, idempotency_key=idempotency_key, max_runtime_sec=max_runtime_sec
+            session_id=self.id, agent=agent, idempotency_key=call_key(idempotency_key), max_runtime_sec=max_runtime_sec
         )
         if input is not None:
             to_value(input, req.input)
@@ -573,7 +574,7 @@ class Session:
         """Submit a job; returns once the runtime accepted it. The keyword
         arguments are those of :meth:`run`."""
         req = pb.SubmitJobRequest(
-            session_id=self.id, agent=agent, idempotency_key=idempotency_key, max_runtime_sec=max_runtime_sec
+            session_id=self.id, agent=agent, idempotency_key=call_key(idempotency_key), max_runtime_sec=max_runtime_sec
         )
         if input is not None:
             to_value(input, req.input)

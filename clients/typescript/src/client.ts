@@ -16,6 +16,7 @@ import { timestampDate, timestampFromDate, type Timestamp, type Value } from "@b
 import * as grpc from "@grpc/grpc-js";
 
 import { fromServiceError, GatewayError } from "./errors.js";
+import { callKey } from "./idempotency.js";
 import { retryServiceConfig } from "./gen/retry_service_config.js";
 import {
   JobState as PbJobState,
@@ -91,7 +92,11 @@ export type Lease = Record<string, string[]>;
 
 /** Options of run and submit. */
 export interface JobOptions extends CallOptions {
-  /** A repeated submit with the same key and input returns the same job. */
+  /**
+   * A repeated submit with the same key and input returns the same job. Without
+   * it each run or submit call gets a fresh random key, the same for all of the
+   * call's retried attempts.
+   */
   idempotencyKey?: string;
   /** A runtime-side limit on the job's duration, in seconds. */
   maxRuntimeSec?: number;
@@ -562,7 +567,7 @@ export class Session implements AsyncDisposable {
         sessionId: this.id,
         agent,
         input: input === undefined ? undefined : toValue(input),
-        idempotencyKey: o.idempotencyKey,
+        idempotencyKey: callKey(o.idempotencyKey),
         maxRuntimeSec: o.maxRuntimeSec,
         ...jobExtras(o),
       },
@@ -588,7 +593,7 @@ export class Session implements AsyncDisposable {
         sessionId: this.id,
         agent,
         input: input === undefined ? undefined : toValue(input),
-        idempotencyKey: o.idempotencyKey,
+        idempotencyKey: callKey(o.idempotencyKey),
         maxRuntimeSec: o.maxRuntimeSec,
         ...jobExtras(o),
       },

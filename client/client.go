@@ -123,7 +123,7 @@ func New(target string, opts ...Option) (*Client, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	dial := append([]grpc.DialOption{grpc.WithTransportCredentials(o.creds)}, WindowDialOptions(o.window)...)
+	dial := append([]grpc.DialOption{grpc.WithTransportCredentials(o.creds), receiveLimit()}, WindowDialOptions(o.window)...)
 	var sc string
 	if !o.noRetry {
 		var err error

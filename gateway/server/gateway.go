@@ -385,7 +385,7 @@ func New(cfg Config) (*Gateway, error) {
 		grpc.UnaryInterceptor(entry.intercept),
 		grpc.ForceServerCodecV2(newCodec()),
 		grpc.ChainStreamInterceptor(stream...),
-		grpc.MaxRecvMsgSize(cfg.MaxInputBytes+(1<<20)),
+		grpc.MaxRecvMsgSize(recvLimit(cfg.MaxInputBytes)),
 		grpc.MaxSendMsgSize(32<<20),
 		grpc.MaxConcurrentStreams(cfg.MaxConcurrentStreams),
 		streamWorkers(cfg.StreamWorkers),
@@ -417,6 +417,14 @@ func New(cfg Config) (*Gateway, error) {
 	g.admin = g.adminHandler(cfg.Registry)
 	return g, nil
 }
+
+// recvLimit is the gateway's gRPC receive limit for a max_input_bytes cap:
+// twice the cap plus 1 MiB for the request's other fields, so that an input
+// of up to twice the cap reaches the handler and gets the clear
+// RESOURCE_EXHAUSTED CAP_EXCEEDED naming max_input_bytes, not gRPC's bare
+// "received message larger than max". (The protobuf form of an input can
+// be a little larger or smaller than its JSON, which the cap counts.)
+func recvLimit(maxInputBytes int) int { return 2*maxInputBytes + 1<<20 }
 
 // probeMethods answer from memory at once, at any caller deadline.
 var probeMethods = []string{

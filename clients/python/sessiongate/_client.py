@@ -14,6 +14,7 @@ import grpc
 from ._gen.sessiongate.v1 import sessiongate_pb2 as pb
 from ._gen.sessiongate.v1 import sessiongate_pb2_grpc as pb_grpc
 from ._idempotency import call_key
+from ._limits import with_receive_limit
 from ._values import from_raw_or_value, to_value
 from .errors import GatewayError, from_rpc_error
 
@@ -359,7 +360,7 @@ class Gateway:
             raise ValueError("give exactly one of target and channel")
         self._own_channel = channel is None
         if channel is None:
-            opts = list(options)
+            opts = with_receive_limit(options)
             if retry:
                 opts += [("grpc.enable_retries", 1), ("grpc.service_config", retry_service_config())]
             if credentials is None:

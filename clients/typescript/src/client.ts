@@ -17,6 +17,7 @@ import * as grpc from "@grpc/grpc-js";
 
 import { fromServiceError, GatewayError } from "./errors.js";
 import { callKey } from "./idempotency.js";
+import { withReceiveLimit } from "./limits.js";
 import { retryServiceConfig } from "./gen/retry_service_config.js";
 import {
   JobState as PbJobState,
@@ -386,7 +387,7 @@ export class Gateway implements Disposable {
   readonly #auth?: string;
 
   constructor(target: string, opts: GatewayOptions = {}) {
-    const channelOptions: grpc.ChannelOptions = { ...opts.channelOptions };
+    const channelOptions: grpc.ChannelOptions = withReceiveLimit({ ...opts.channelOptions });
     if (opts.retry ?? true) {
       channelOptions["grpc.service_config"] = JSON.stringify(retryServiceConfig);
       channelOptions["grpc.enable_retries"] = 1;

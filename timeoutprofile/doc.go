@@ -62,6 +62,25 @@
 // Handoff.GetPendingHandoffs → workflow_status and NegotiationRoom.GetVotes
 // → negotiation_decision (read-only).
 //
+// # Sub-keys
+//
+// One method may do very different work: a gateway's RunJob runs a 2 s
+// tool or a 2 h code review. WithSubKeys(fn, methods...) makes the calls
+// of those methods carry sub-keys — fn names them from the request (for a
+// stream, its first message), most specific first, e.g. "code-review@2.0.0"
+// then "code-review" — and the configuration's "sub_keys" maps patterns
+// (exact, or globs in path.Match syntax) to a profile and optionally a
+// streaming policy. For each key in order, an exact pattern wins, then the
+// glob with the most literal characters (then the first by pattern); a
+// call nothing matches keeps its method's profile. The chosen profile
+// bounds the call and names it in the details, the Observer (the metrics'
+// profile label) and the log; per-caller overrides apply to it like any
+// other. For streams the profile is chosen when the handler receives the
+// first message, measured from the start of the call. Resolve does not
+// see sub-keys; ResolveSubKey (and ResolveProfile's sub_key, passed to fn
+// as a SubKeyQuery) does, and ListProfiles lists the mappings. This
+// package does not know what a sub-key means.
+//
 // The streaming policy of a method is the configuration's (method key, then
 // service key, WithStreamingPolicy overriding the file), else its
 // (timeoutprofile.v1.streaming) option. An all-zero policy counts as none.
@@ -100,6 +119,7 @@
 //	TIMEOUTPROFILE_<PROFILE>_MAX_MS         max_timeout_ms
 //	TIMEOUTPROFILE_<PROFILE>_ALLOW_INFINITE true or false
 //	TIMEOUTPROFILE_DEADLINE_MARGIN_MS       the deadline margin's ceiling (0 to 1000; 0 = off)
+//	TIMEOUTPROFILE_SUB_KEYS                 sub-key mappings, "pattern=profile,…" (over the file's)
 //
 // <PROFILE> is the upper-cased profile name, e.g.
 // TIMEOUTPROFILE_TOOL_CALL_MAX_MS. Only profiles that exist (standard or
@@ -131,6 +151,11 @@
 //	  },
 //	  "callers": {
 //	    "batch-runner": {"tool_call": {"default_timeout_ms": 600000}}
+//	  },
+//	  "sub_keys": {
+//	    "code-review": {"profile": "batch",
+//	                    "streaming": {"initial_timeout_ms": 60000}},
+//	    "echo*": {"profile": "tool_call"}
 //	  }
 //	}
 //
@@ -139,7 +164,9 @@
 // profile must keep 0 < default and min <= default <= max. "methods" maps a
 // method or a whole service to a profile. "streaming" sets streaming
 // policies (same keys; omitted fields are 0, i.e. not enforced). "callers"
-// overrides profile fields for one caller identity. "fallback" names the
+// overrides profile fields for one caller identity. "sub_keys" maps
+// sub-key patterns to profiles (see Sub-keys; "profile" is required,
+// "streaming" optional). "fallback" names the
 // fallback profile. "deadline_margin_ms" sets the deadline margin's
 // ceiling (below).
 //

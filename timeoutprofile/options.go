@@ -35,21 +35,23 @@ type callerOption struct {
 }
 
 type options struct {
-	config      *Config
-	profiles    []Profile
-	methods     []mapping
-	streaming   []policyOption
-	fallbacks   []string
-	callerFn    func(context.Context) string
-	callers     []callerOption
-	logger      *slog.Logger
-	logInterval time.Duration
-	observer    Observer
-	files       *protoregistry.Files
-	margin      time.Duration
-	hasMargin   bool
-	noMargin    []string
-	errs        []error
+	config        *Config
+	profiles      []Profile
+	methods       []mapping
+	streaming     []policyOption
+	fallbacks     []string
+	callerFn      func(context.Context) string
+	callers       []callerOption
+	logger        *slog.Logger
+	logInterval   time.Duration
+	observer      Observer
+	files         *protoregistry.Files
+	margin        time.Duration
+	hasMargin     bool
+	noMargin      []string
+	subKeyFn      SubKeyFunc
+	subKeyMethods []string
+	errs          []error
 }
 
 func defaultOptions() options {

@@ -36,7 +36,7 @@ func (e *Enforcer) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 
 func (e *Enforcer) unaryServer(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	start := time.Now()
-	m := e.method(info.FullMethod)
+	m := e.forRequest(ctx, e.method(info.FullMethod), req)
 	p := e.profileFor(ctx, m)
 	override, hasOverride, err := overrideFromIncoming(ctx)
 	if err != nil {
@@ -104,11 +104,34 @@ func (e *Enforcer) streamServer(srv any, ss grpc.ServerStream, info *grpc.Stream
 	start := time.Now()
 	ctx := ss.Context()
 	m := e.method(info.FullMethod)
-	p := e.profileFor(ctx, m)
 	override, hasOverride, err := overrideFromIncoming(ctx)
 	if err != nil {
 		return err
 	}
+	if m.subs != nil {
+		return e.streamSubKeyed(srv, ss, handler, m, start, override, hasOverride)
+	}
+	p, b, err := e.streamBudget(ctx, m, start, override, hasOverride)
+	if err != nil {
+		return err
+	}
+	dl, hasDL := ctx.Deadline()
+	if !b.own && (m.streaming == nil || m.streaming.Initial == 0 && m.streaming.Gap == 0) {
+		err := handler(srv, ss)
+		return e.streamEnded(ctx, m, p, nil, start, b, dl, hasDL, err)
+	}
+
+	c := newCallCtx(ctx, m, p, start, b, LimitTotal, m.streaming)
+	c.arm(start)
+	err = handler(srv, &serverStream{ServerStream: ss, c: c})
+	return e.streamEnded(ctx, m, p, c, start, b, dl, hasDL, err)
+}
+
+// streamBudget selects the profile of a stream of m for its caller and
+// computes its budget; a stream that arrived past its caller's deadline
+// gets the timeout status instead.
+func (e *Enforcer) streamBudget(ctx context.Context, m *method, start time.Time, override time.Duration, hasOverride bool) (*Profile, budget, error) {
+	p := e.profileFor(ctx, m)
 	dl, hasDL := ctx.Deadline()
 	var b budget
 	if m.streaming != nil {
@@ -121,39 +144,104 @@ func (e *Enforcer) streamServer(srv any, ss grpc.ServerStream, info *grpc.Stream
 		e.clamped(ctx, m, p, b)
 	}
 	if b.callerBound && b.timeout <= 0 {
-		return e.tooLate(ctx, m, p, start)
+		return p, b, e.tooLate(ctx, m, p, start)
 	}
+	return p, b, nil
+}
 
-	if !b.own && (m.streaming == nil || m.streaming.Initial == 0 && m.streaming.Gap == 0) {
-		err := handler(srv, ss)
-		end := time.Now()
-		m.obs.Duration(end.Sub(start))
-		if hasDL && ctx.Err() == context.DeadlineExceeded {
-			return e.timedOut(ctx, m, &TimeoutError{
-				Profile: p.Name, Configured: b.timeout, Elapsed: end.Sub(start),
-				Service: m.service, Method: m.name, Limit: LimitTotal,
-			})
-		}
-		return err
-	}
-
-	c := newCallCtx(ctx, m, p, start, b, LimitTotal, m.streaming)
-	c.arm(start)
-	err = handler(srv, &serverStream{ServerStream: ss, c: c})
+// streamEnded is the end of a stream: the handler returned err; c is its
+// enforcing context, nil when the caller's deadline governed alone.
+func (e *Enforcer) streamEnded(ctx context.Context, m *method, p *Profile, c *callCtx, start time.Time, b budget, dl time.Time, hasDL bool, err error) error {
 	end := time.Now()
-	te := c.finish(end)
-	m.obs.Duration(end.Sub(start))
-	if te != nil {
-		return e.timedOut(ctx, m, te)
+	if c != nil {
+		if te := c.finish(end); te != nil {
+			m.obs.Duration(end.Sub(start))
+			return e.timedOut(ctx, m, te)
+		}
 	}
+	m.obs.Duration(end.Sub(start))
 	if hasDL && ctx.Err() == context.DeadlineExceeded {
 		// The caller's own deadline passed first.
+		configured := b.timeout
+		if c != nil {
+			configured = dl.Sub(start)
+		}
 		return e.timedOut(ctx, m, &TimeoutError{
-			Profile: p.Name, Configured: dl.Sub(start), Elapsed: end.Sub(start),
+			Profile: p.Name, Configured: configured, Elapsed: end.Sub(start),
 			Service: m.service, Method: m.name, Limit: LimitTotal,
 		})
 	}
 	return err
+}
+
+// streamSubKeyed runs a stream of a method whose calls carry sub-keys: the
+// sub-key comes from the first message the handler receives, so the
+// profile, its budget and its timers are chosen then (measured from the
+// start of the call); until then the handler sees the incoming context.
+func (e *Enforcer) streamSubKeyed(srv any, ss grpc.ServerStream, handler grpc.StreamHandler, base *method, start time.Time, override time.Duration, hasOverride bool) error {
+	ctx := ss.Context()
+	ls := &lazyStream{ServerStream: ss, e: e, m: base, start: start, override: override, hasOverride: hasOverride}
+	ls.p = e.profileFor(ctx, base)
+	err := handler(srv, ls)
+	if ls.refused != nil {
+		return ls.refused
+	}
+	dl, hasDL := ctx.Deadline()
+	return e.streamEnded(ctx, ls.m, ls.p, ls.c, start, ls.b, dl, hasDL, err)
+}
+
+// lazyStream is streamSubKeyed's stream. Its fields are used by the
+// handler's goroutine only (RecvMsg, SendMsg and Context are not called
+// concurrently with the first RecvMsg by generated handlers).
+type lazyStream struct {
+	grpc.ServerStream
+	e           *Enforcer
+	start       time.Time
+	override    time.Duration
+	hasOverride bool
+
+	resolved bool
+	m        *method
+	p        *Profile
+	b        budget
+	c        *callCtx // nil: the caller's deadline governs alone
+	refused  error    // the stream arrived past its deadline
+}
+
+func (s *lazyStream) RecvMsg(msg any) error {
+	if err := s.ServerStream.RecvMsg(msg); err != nil || s.resolved {
+		return err
+	}
+	s.resolved = true
+	ctx := s.ServerStream.Context()
+	s.m = s.e.forRequest(ctx, s.m, msg)
+	p, b, err := s.e.streamBudget(ctx, s.m, s.start, s.override, s.hasOverride)
+	s.p, s.b = p, b
+	if err != nil {
+		s.refused = err
+		return err
+	}
+	if b.own || s.m.streaming != nil && (s.m.streaming.Initial != 0 || s.m.streaming.Gap != 0) {
+		s.c = newCallCtx(ctx, s.m, p, s.start, b, LimitTotal, s.m.streaming)
+		s.c.arm(s.start)
+	}
+	return nil
+}
+
+func (s *lazyStream) Context() context.Context {
+	if s.c != nil {
+		return s.c
+	}
+	return s.ServerStream.Context()
+}
+
+func (s *lazyStream) SendMsg(msg any) error {
+	if s.c != nil {
+		if te := s.c.sending(); te != nil {
+			return te.GRPCStatus().Err()
+		}
+	}
+	return s.ServerStream.SendMsg(msg)
 }
 
 // serverStream gives the handler the enforcing context and watches sends.

@@ -369,7 +369,7 @@ func New(cfg Config) (*Gateway, error) {
 		selector.StreamServerInterceptor(auth.StreamServerInterceptor(g.authFunc), selector.MatchFunc(authenticated)),
 		g.clusterStream,
 	}
-	enforcer, err := NewEnforcer(cfg.TimeoutProfiles, cfg.Registry, cfg.Logger)
+	enforcer, err := NewEnforcer(cfg.TimeoutProfiles, cfg.Registry, cfg.Logger, g.svc.agentProfiles())
 	if err != nil {
 		return nil, err
 	}
@@ -444,7 +444,7 @@ var servedHealth = []string{
 // global layer (nil = standard profiles), caller identities from the
 // authentication interceptor, warnings to log, and the sw4rm_rpc_* metrics on
 // reg. It is exported so that benchmarks measure the production chain.
-func NewEnforcer(global *timeoutprofile.Config, reg prometheus.Registerer, log *slog.Logger) (*timeoutprofile.Enforcer, error) {
+func NewEnforcer(global *timeoutprofile.Config, reg prometheus.Registerer, log *slog.Logger, extra ...timeoutprofile.Option) (*timeoutprofile.Enforcer, error) {
 	obs, err := tpprom.New(reg)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: timeout profile metrics: %w", err)
@@ -463,7 +463,7 @@ func NewEnforcer(global *timeoutprofile.Config, reg prometheus.Registerer, log *
 	if global != nil {
 		opts = append(opts, timeoutprofile.WithConfig(global))
 	}
-	return timeoutprofile.New(opts...)
+	return timeoutprofile.New(append(opts, extra...)...)
 }
 
 // profiled says which calls run under a timeout profile: all but the

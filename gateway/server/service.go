@@ -59,6 +59,8 @@ type service struct {
 	mu       sync.Mutex
 	watchers map[watchKey]int // guarded by mu: WatchJob streams per job
 
+	agents jobAgents // agentprofiles.go: the agents of submitted jobs, for WatchJob's profile
+
 	watchEnded func(error) // test hook, set before serving: runs when a WatchJob handler returns
 
 	cluster *clusterState // set by New in cluster mode (see cluster_status.go)
@@ -364,6 +366,7 @@ func (s *service) holdUntilEnd(sess *session.Session[*upstream.Conn], jobID stri
 	go func() {
 		defer s.bg.Done()
 		defer s.liveJobs.Release(sess.Caller, 1)
+		defer s.agents.drop(jobID)
 		<-sess.Conn.JobDone(jobID) // the terminal, the job forgotten, or the session ended
 	}()
 }
@@ -374,6 +377,7 @@ func (s *service) SubmitJob(ctx context.Context, req *sessiongatev1.SubmitJobReq
 		return nil, err
 	}
 	release()
+	s.agents.put(acc.JobID, acceptedAgent(acc, req))
 	s.holdUntilEnd(sess, acc.JobID)
 	return submitResponse(acc), nil
 }

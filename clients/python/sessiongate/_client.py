@@ -339,11 +339,14 @@ class Gateway:
     a channel you own (then ``retry`` and ``options`` are yours to set).
 
     The published retry policy (:func:`retry_service_config`) is applied unless
-    ``retry=False``. It retries DEADLINE_EXCEEDED, so an answer the gateway
-    gave just before your own deadline may be retried and end as a bare
-    :class:`~sessiongate.DeadlineExceededError`; turn it off to get the
-    timeout details every time (see README, "Retries"). Use the gateway as a
-    context manager, or call :meth:`close`. A Gateway may be shared by threads.
+    ``retry=False``. The gateway's timeout answers are never retried (every
+    one carries ``grpc-retry-pushback-ms: -1``), and every attempt of one
+    ``run`` or ``submit`` carries the same idempotency key (a fresh one per
+    call unless ``idempotency_key=`` gives one), so a retried attempt gets the
+    job the first one created instead of running it again (see README,
+    "Retries"). The channel accepts messages up to 32 MiB, above the largest
+    result the gateway returns. Use the gateway as a context manager, or call
+    :meth:`close`. A Gateway may be shared by threads.
     """
 
     def __init__(
@@ -476,9 +479,10 @@ class Session:
 
     ``timeout=`` (seconds) on any call sets the call's deadline and asks the
     gateway for the same budget with ``x-timeout-ms``; the gateway then ends
-    the call a small margin (20 ms by default) before that deadline, with the
-    timeout details, so you get a :class:`TimeoutExceededError` rather than a
-    bare deadline. ``server_timeout=`` asks for a budget of its own (sent as
+    the call a margin before that deadline — a third of the time left, at most
+    100 ms — with the timeout details, so you get a
+    :class:`TimeoutExceededError` rather than a bare deadline. A call with any
+    time left runs; only one already past its deadline is refused. ``server_timeout=`` asks for a budget of its own (sent as
     ``x-timeout-ms`` instead), e.g. a short server budget under a long
     deadline. Without either, the method's timeout profile applies. The
     gateway clamps a request to the profile's bounds (RunJob runs under

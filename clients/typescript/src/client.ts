@@ -63,10 +63,12 @@ export function isTraceparent(tp: string): boolean {
 export interface CallOptions {
   /**
    * The call's deadline, in milliseconds from now. It is also sent to the
-   * gateway as x-timeout-ms, so the gateway ends the call a small margin
-   * (20 ms by default) before the deadline with the timeout details: you get a
-   * TimeoutExceededError rather than a bare deadline. Without it (and without
-   * serverTimeoutMs) the method's timeout profile applies.
+   * gateway as x-timeout-ms, so the gateway ends the call a margin before the
+   * deadline — a third of the time left, at most 100 ms — with the timeout
+   * details: you get a TimeoutExceededError rather than a bare deadline. A call
+   * with any time left runs; only one already past its deadline is refused.
+   * Without it (and without serverTimeoutMs) the method's timeout profile
+   * applies.
    */
   timeoutMs?: number;
   /**
@@ -138,10 +140,12 @@ export interface GatewayOptions {
   /** A caller token, sent as "authorization: Bearer <token>". */
   token?: string;
   /**
-   * Apply the published retry policy (retryServiceConfig); default true. It
-   * retries DEADLINE_EXCEEDED, so an answer the gateway gave just before your
-   * own deadline may be retried and end as a bare DeadlineExceededError;
-   * false gets the timeout details every time (see README, "Retries").
+   * Apply the published retry policy (retryServiceConfig); default true. The
+   * gateway's timeout answers are never retried (every one carries
+   * grpc-retry-pushback-ms: -1), and every attempt of one run or submit
+   * carries the same idempotency key (a fresh one per call unless
+   * idempotencyKey gives one), so a retried attempt gets the job the first
+   * one created instead of running it again (see README, "Retries").
    */
   retry?: boolean;
   /** More grpc-js channel options. */

@@ -435,6 +435,9 @@ func jobInput(input any, opts []JobOption) (*structpb.Value, jobOptions, error) 
 		return nil, o, nil
 	}
 	v, err := toValue(input)
+	if err == nil {
+		err = checkInputDepth(v) // depth.go
+	}
 	return v, o, err
 }
 

@@ -401,7 +401,14 @@ func New(cfg Config) (*Gateway, error) {
 			h, own = runJobHandler, runJobHandler
 		}
 		if mi := methodOf(full); g.cluster != nil && mi != nil && mi.sessionField != nil && !readOnlyMethods[full] {
-			return rawHandler(full, h)
+			own = rawHandler(full, h)
+		}
+		if full == sessiongatev1.SessionGateway_RunJob_FullMethodName || full == sessiongatev1.SessionGateway_SubmitJob_FullMethodName {
+			// Job inputs may nest: too deep to decode is INVALID_ARGUMENT (depth.go).
+			if own == nil {
+				own = h
+			}
+			return tooDeepRequests(own)
 		}
 		return own
 	}), g.svc)

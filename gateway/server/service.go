@@ -286,6 +286,9 @@ func (s *service) submitPayload(req jobRequest, input []byte) (arcp.Submit, erro
 		}
 		sub.Input = raw
 	}
+	if path, deep := jsonTooDeep(sub.Input, MaxValueDepth); deep {
+		return arcp.Submit{}, tooDeepInput(path)
+	}
 	return sub, nil
 }
 
@@ -430,7 +433,7 @@ func (s *service) runJob(ctx context.Context, req *sessiongatev1.RunJobRequest, 
 	decorateRun(resp, acc, term)
 	if term.Result != nil {
 		resp.Summary = term.Result.Summary
-		if wire && term.Assembled == nil && len(term.Result.Result) > 0 {
+		if wire && term.Assembled == nil && len(term.Result.Result) > 0 && valueDepthOK(term.Result.Result) {
 			if b, ok := appendRunJobWire(resp, term.Result.Result); ok {
 				sess.Conn.Forget(acc.JobID) // the result now lives in b only
 				return &rawMessage{b: b}, nil
@@ -454,6 +457,9 @@ func (s *service) runJob(ctx context.Context, req *sessiongatev1.RunJobRequest, 
 // valueOrRaw converts a runtime's JSON to a Value, or, when it has no Value
 // form, returns it raw for the API's raw_* field.
 func valueOrRaw(raw []byte) (*structpb.Value, []byte) {
+	if !valueDepthOK(raw) {
+		return nil, slices.Clone(raw) // deeper than every client decodes (depth.go)
+	}
 	if v, ok := jsonValue(raw); ok {
 		return v, nil
 	}

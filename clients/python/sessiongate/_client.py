@@ -13,6 +13,7 @@ import grpc
 
 from ._gen.sessiongate.v1 import sessiongate_pb2 as pb
 from ._gen.sessiongate.v1 import sessiongate_pb2_grpc as pb_grpc
+from ._depth import check_input_depth
 from ._idempotency import call_key
 from ._limits import with_receive_limit
 from ._values import from_raw_or_value, to_value
@@ -544,6 +545,7 @@ class Session:
             session_id=self.id, agent=agent, idempotency_key=call_key(idempotency_key), max_runtime_sec=max_runtime_sec
         )
         if input is not None:
+            check_input_depth(input)
             to_value(input, req.input)
         _job_extras(req, agent_version, lease, lease_expires_at, extensions)
         r = self._unary("RunJob", req, timeout, server_timeout, metadata)
@@ -582,6 +584,7 @@ class Session:
             session_id=self.id, agent=agent, idempotency_key=call_key(idempotency_key), max_runtime_sec=max_runtime_sec
         )
         if input is not None:
+            check_input_depth(input)
             to_value(input, req.input)
         _job_extras(req, agent_version, lease, lease_expires_at, extensions)
         r = self._unary("SubmitJob", req, timeout, server_timeout, metadata)

@@ -16,6 +16,7 @@ import { timestampDate, timestampFromDate, type Timestamp, type Value } from "@b
 import * as grpc from "@grpc/grpc-js";
 
 import { fromServiceError, GatewayError } from "./errors.js";
+import { checkedDepth } from "./depth.js";
 import { callKey } from "./idempotency.js";
 import { withReceiveLimit } from "./limits.js";
 import { retryServiceConfig } from "./gen/retry_service_config.js";
@@ -571,7 +572,7 @@ export class Session implements AsyncDisposable {
       {
         sessionId: this.id,
         agent,
-        input: input === undefined ? undefined : toValue(input),
+        input: input === undefined ? undefined : toValue(checkedDepth(input)),
         idempotencyKey: callKey(o.idempotencyKey),
         maxRuntimeSec: o.maxRuntimeSec,
         ...jobExtras(o),
@@ -597,7 +598,7 @@ export class Session implements AsyncDisposable {
       {
         sessionId: this.id,
         agent,
-        input: input === undefined ? undefined : toValue(input),
+        input: input === undefined ? undefined : toValue(checkedDepth(input)),
         idempotencyKey: callKey(o.idempotencyKey),
         maxRuntimeSec: o.maxRuntimeSec,
         ...jobExtras(o),

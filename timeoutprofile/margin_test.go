@@ -321,3 +321,41 @@ func TestDeadlineMarginProfileFirst(t *testing.T) {
 	_, err = sessiongatev1.NewSessionGatewayClient(conn).RunJob(withMD(testCtx(t), "x-timeout-ms", "100"), &sessiongatev1.RunJobRequest{})
 	checkTimeout(t, err, "tool_call", "RunJob", "unary", 100)
 }
+
+// TestWithoutDeadlineMargin: a method named by WithoutDeadlineMargin gets
+// the caller's deadline unchanged (no margin), while another method of the
+// same Enforcer gets it less the margin; a malformed method name is refused.
+func TestWithoutDeadlineMargin(t *testing.T) {
+	e := mustNew(t, timeoutprofile.WithProfile(longToolCall), timeoutprofile.WithDeadlineMargin(testMargin),
+		timeoutprofile.WithoutDeadlineMargin(getStatus))
+	incoming := make(chan time.Time, 2)
+	handler := make(chan time.Time, 2)
+	conn := serveWith(t, e, &gateway{
+		getStatus: func(ctx context.Context, _ *sessiongatev1.GetSessionStatusRequest) (*sessiongatev1.GetSessionStatusResponse, error) {
+			handler <- deadlineOf(ctx)
+			return &sessiongatev1.GetSessionStatusResponse{}, nil
+		},
+		runJob: func(ctx context.Context, _ *sessiongatev1.RunJobRequest) (*sessiongatev1.RunJobResponse, error) {
+			handler <- deadlineOf(ctx)
+			return &sessiongatev1.RunJobResponse{}, nil
+		},
+	}, incomingDeadlines(incoming))
+	client := sessiongatev1.NewSessionGatewayClient(conn)
+	ctx, cancel := context.WithTimeout(testCtx(t), 3*time.Second)
+	defer cancel()
+	if _, err := client.GetSessionStatus(ctx, &sessiongatev1.GetSessionStatusRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if in, hd := <-incoming, <-handler; in.IsZero() || !hd.Equal(in) {
+		t.Errorf("GetSessionStatus handler's deadline %v, want the caller's %v unchanged", hd, in)
+	}
+	if _, err := client.RunJob(ctx, &sessiongatev1.RunJobRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if in, hd := <-incoming, <-handler; in.IsZero() || !hd.Equal(in.Add(-testMargin)) {
+		t.Errorf("RunJob handler's deadline %v, want the caller's %v less the %v margin", hd, in, testMargin)
+	}
+	if _, err := timeoutprofile.New(timeoutprofile.WithoutDeadlineMargin("Check")); err == nil {
+		t.Error("WithoutDeadlineMargin(\"Check\") accepted")
+	}
+}

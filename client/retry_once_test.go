@@ -19,8 +19,8 @@ import (
 
 // TestRetryRunsJobOnce: a server budget (x-timeout-ms: 1000) shorter than
 // the job (2.5 s), with the published retry policy on: the call ends with
-// the timeout details after about a second, and the runtime's own count
-// shows one job — the gateway's answer tells the policy not to retry, and
+// the timeout details, and the runtime's own count shows one submit and
+// one job — the gateway's answer tells the policy not to retry, and
 // an attempt that did would carry the same idempotency key.
 func TestRetryRunsJobOnce(t *testing.T) {
 	s := openSession(t, newClient(t))
@@ -29,15 +29,10 @@ func TestRetryRunsJobOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
 	_, err = s.Run(metadata.AppendToOutgoingContext(ctx, client.TimeoutMetadataKey, "1000"), "sleep", map[string]any{"ms": 2500})
-	took := time.Since(start)
 	var te *client.TimeoutError
 	if !errors.As(err, &te) || te.Limit != "unary" {
 		t.Fatalf("Run: %v; want a *TimeoutError with limit unary", err)
-	}
-	if took > 2500*time.Millisecond {
-		t.Errorf("the call took %v: retried past its 1 s budget", took)
 	}
 	sub1, acc1, err := gw.RuntimeJobs(ctx)
 	if err != nil {

@@ -47,12 +47,10 @@ describe("retries", () => {
     using gw = new Gateway(gwp.addr);
     await using s = await gw.openSession({ clientName: "ts-retry" }, { timeoutMs: 10_000 });
     const before = await runtimeJobs();
-    const start = performance.now();
     await assert.rejects(
       s.run("sleep", { ms: 2500 }, { serverTimeoutMs: 1000, timeoutMs: 30_000 }),
       (e: unknown) => e instanceof TimeoutExceededError && e.limit === "unary",
     );
-    assert.ok(performance.now() - start < 2500, "retried past the 1 s budget");
     const after = await runtimeJobs();
     assert.deepEqual(
       { submitted: after.submitted - before.submitted, accepted: after.accepted - before.accepted },

@@ -123,7 +123,7 @@ func New(target string, opts ...Option) (*Client, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	dial := append([]grpc.DialOption{grpc.WithTransportCredentials(o.creds)}, WindowDialOptions(o.window)...)
+	dial := append([]grpc.DialOption{grpc.WithTransportCredentials(o.creds), receiveLimit()}, WindowDialOptions(o.window)...)
 	var sc string
 	if !o.noRetry {
 		var err error
@@ -285,7 +285,8 @@ func Traceparent(tp string) JobOption {
 }
 
 // IdempotencyKey makes a repeated submit with the same key and input return
-// the same job.
+// the same job. Without it each Run or Submit call gets a fresh random key,
+// the same for all of the call's retried attempts.
 func IdempotencyKey(key string) JobOption {
 	return func(o *jobOptions) { o.idempotencyKey = key }
 }
@@ -335,7 +336,7 @@ func (s *Session) Run(ctx context.Context, agent string, input any, opts ...JobO
 		return nil, err
 	}
 	req := &gatewayv1.RunJobRequest{
-		SessionId: s.id, Agent: agent, Input: in, IdempotencyKey: o.idempotencyKey, MaxRuntimeSec: o.maxRuntimeSec,
+		SessionId: s.id, Agent: agent, Input: in, IdempotencyKey: callKey(o.idempotencyKey), MaxRuntimeSec: o.maxRuntimeSec,
 		AgentVersion: o.agentVersion, LeaseRequest: leaseProto(o.lease), LeaseConstraints: constraintsProto(o.expiresAt),
 	}
 	if req.Extensions, err = extensionsProto(o.extensions); err != nil {
@@ -404,7 +405,7 @@ func (s *Session) SubmitJob(ctx context.Context, agent string, input any, opts .
 		return nil, err
 	}
 	req := &gatewayv1.SubmitJobRequest{
-		SessionId: s.id, Agent: agent, Input: in, IdempotencyKey: o.idempotencyKey, MaxRuntimeSec: o.maxRuntimeSec,
+		SessionId: s.id, Agent: agent, Input: in, IdempotencyKey: callKey(o.idempotencyKey), MaxRuntimeSec: o.maxRuntimeSec,
 		AgentVersion: o.agentVersion, LeaseRequest: leaseProto(o.lease), LeaseConstraints: constraintsProto(o.expiresAt),
 	}
 	if req.Extensions, err = extensionsProto(o.extensions); err != nil {
@@ -434,6 +435,9 @@ func jobInput(input any, opts []JobOption) (*structpb.Value, jobOptions, error) 
 		return nil, o, nil
 	}
 	v, err := toValue(input)
+	if err == nil {
+		err = checkInputDepth(v) // depth.go
+	}
 	return v, o, err
 }
 

@@ -15,9 +15,11 @@
 // also sends it as x-timeout-ms (whole milliseconds, rounded up), unless the
 // context's outgoing metadata already has an x-timeout-ms of the caller's
 // own (a server budget asked for explicitly). The gateway then ends the call a
-// small margin before the deadline with DEADLINE_EXCEEDED and its timeout
-// details, which come back as a *TimeoutError (profile, configured budget,
-// time elapsed). Without a deadline the method's timeout profile applies.
+// margin before the deadline — a third of the time left, at most 100 ms — with
+// DEADLINE_EXCEEDED and its timeout details, which come back as a
+// *TimeoutError (profile, configured budget, time elapsed). A call with any
+// time left runs; only one already past its deadline is refused. Without a
+// deadline the method's timeout profile applies.
 //
 // # Session affinity
 //
@@ -53,10 +55,11 @@
 // New applies the published retry policy (timeoutprofile.RetryServiceConfig
 // with its defaults: DEADLINE_EXCEEDED and UNAVAILABLE, three attempts, a
 // retry budget) as the channel's default service config, unless WithoutRetry
-// is given. Because it retries DEADLINE_EXCEEDED, an answer the gateway gave
-// just before the context's deadline may be retried and end as a bare
-// DEADLINE_EXCEEDED without details; WithoutRetry gets the details every
-// time (see README, "Retries").
+// is given. The gateway's timeout answers are never retried: every one
+// carries grpc-retry-pushback-ms: -1. Every attempt of one Run or Submit
+// carries the same idempotency key (a fresh one per call unless
+// IdempotencyKey gives one), so a retried attempt gets the job the first one
+// created instead of running it again (see README, "Retries").
 //
 // # Flow control
 //

@@ -101,23 +101,40 @@ func (b budget) bound(now, callerDL time.Time, hasDL bool) budget {
 	return b
 }
 
-// withMargin makes the interceptor end a call margin before the caller's
+// withMargin makes the interceptor end a call a margin before the caller's
 // deadline when that deadline, less the margin, comes before the budget b
 // would end at (or b has no end of its own): the status then reaches the
-// caller before its own timer fires, and the budget is shortened by margin.
-// The result is own and callerBound, with deadline callerDL-margin and
-// timeout the time from now to it, which is zero or negative when less than
-// margin was left. A budget that ends earlier than callerDL-margin, a call
-// without a caller deadline and a margin of 0 leave b as it is.
-func (b budget) withMargin(now, callerDL time.Time, hasDL bool, margin time.Duration) budget {
-	if margin <= 0 || !hasDL {
+// caller before its own timer fires, and the budget is shortened by the
+// margin. The margin scales with the time left (scaledMargin): a third of
+// it, at most ceiling. The result is own and callerBound, with deadline
+// callerDL less the margin and timeout the time from now to it, which is
+// positive whenever any time was left: only a call already past its
+// deadline gets zero or less. A budget that ends earlier, a call without a
+// caller deadline and a ceiling of 0 leave b as it is.
+func (b budget) withMargin(now, callerDL time.Time, hasDL bool, ceiling time.Duration) budget {
+	if ceiling <= 0 || !hasDL {
 		return b
 	}
-	end := callerDL.Add(-margin)
+	end := callerDL.Add(-scaledMargin(callerDL.Sub(now), ceiling))
 	if b.own && b.deadline.Before(end) {
 		return b
 	}
 	b.own, b.callerBound, b.infinite = true, true, false
 	b.deadline, b.timeout = end, end.Sub(now)
 	return b
+}
+
+// marginDivisor: the margin is at most 1/marginDivisor of the time left.
+// See "The deadline margin" in the package documentation for why a third.
+const marginDivisor = 3
+
+// scaledMargin is the deadline margin of a call with rem left on its
+// caller's deadline: rem/marginDivisor, at most ceiling, 0 when nothing is
+// left. It is always less than a positive rem, so a call with time left
+// always runs.
+func scaledMargin(rem, ceiling time.Duration) time.Duration {
+	if rem <= 0 {
+		return 0
+	}
+	return min(ceiling, rem/marginDivisor)
 }

@@ -53,7 +53,8 @@ type Config struct {
 	streaming map[string]StreamingPolicy  // pattern → policy
 	callers   map[string]map[string]patch // caller → profile name → override
 	fallback  string
-	margin    time.Duration // deadline margin, if hasMargin
+	subKeys   map[string]*subKeyRule // pattern → rule
+	margin    time.Duration          // deadline margin, if hasMargin
 	hasMargin bool
 }
 
@@ -119,6 +120,7 @@ func standardConfig() *Config {
 		methods:   map[string]string{},
 		streaming: map[string]StreamingPolicy{},
 		callers:   map[string]map[string]patch{},
+		subKeys:   map[string]*subKeyRule{},
 		fallback:  FallbackProfile,
 	}
 	for _, p := range standard {
@@ -224,6 +226,13 @@ type fileDoc struct {
 	Methods        map[string]string                 `json:"methods"`
 	Streaming      map[string]filePolicy             `json:"streaming"`
 	Callers        map[string]map[string]fileProfile `json:"callers"`
+	SubKeys        map[string]fileSubKey             `json:"sub_keys"`
+}
+
+// fileSubKey is a "sub_keys" entry.
+type fileSubKey struct {
+	Profile   string      `json:"profile"`
+	Streaming *filePolicy `json:"streaming"`
 }
 
 type fileProfile struct {
@@ -261,6 +270,26 @@ func (m jsonMS) value(field string) (time.Duration, error) {
 		return 0, fmt.Errorf("%s: must be a non-negative integer number of milliseconds, at most 4294967295 (got %s)", field, shown)
 	}
 	return ms(v), nil
+}
+
+// policy parses a streaming policy; where names it in errors.
+func (fp filePolicy) policy(where string) (StreamingPolicy, error) {
+	var pol StreamingPolicy
+	for _, f := range []struct {
+		v    jsonMS
+		name string
+		dst  *time.Duration
+	}{{fp.Initial, "initial_timeout_ms", &pol.Initial}, {fp.Gap, "message_gap_timeout_ms", &pol.Gap}, {fp.Total, "total_timeout_ms", &pol.Total}} {
+		if !f.v.set {
+			continue
+		}
+		d, err := f.v.value(where + "." + f.name)
+		if err != nil {
+			return pol, err
+		}
+		*f.dst = d
+	}
+	return pol, nil
 }
 
 func (fp *fileProfile) patch(where string) (patch, error) {
@@ -353,23 +382,34 @@ func (c *Config) applyFile(data []byte) error {
 		if _, _, ok := parsePattern(pat); !ok {
 			return fmt.Errorf("%s: invalid key: want \"/package.Service/Method\" or \"/package.Service/*\"", where)
 		}
-		fp := doc.Streaming[pat]
-		var pol StreamingPolicy
-		for _, f := range []struct {
-			v    jsonMS
-			name string
-			dst  *time.Duration
-		}{{fp.Initial, "initial_timeout_ms", &pol.Initial}, {fp.Gap, "message_gap_timeout_ms", &pol.Gap}, {fp.Total, "total_timeout_ms", &pol.Total}} {
-			if !f.v.set {
-				continue
-			}
-			d, err := f.v.value(where + "." + f.name)
+		pol, err := doc.Streaming[pat].policy(where)
+		if err != nil {
+			return err
+		}
+		c.streaming[pat] = pol
+	}
+	for _, pat := range slices.Sorted(maps.Keys(doc.SubKeys)) {
+		where := "sub_keys." + pat
+		fs := doc.SubKeys[pat]
+		if fs.Profile == "" {
+			return fmt.Errorf("%s.profile: required", where)
+		}
+		if _, ok := c.profiles[fs.Profile]; !ok {
+			return fmt.Errorf("%s.profile: unknown profile %q", where, fs.Profile)
+		}
+		var pol *StreamingPolicy
+		if fs.Streaming != nil {
+			p, err := fs.Streaming.policy(where + ".streaming")
 			if err != nil {
 				return err
 			}
-			*f.dst = d
+			pol = &p
 		}
-		c.streaming[pat] = pol
+		r, err := newSubKeyRule(pat, fs.Profile, pol)
+		if err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
+		c.subKeys[pat] = r
 	}
 	for _, caller := range slices.Sorted(maps.Keys(doc.Callers)) {
 		if err := checkCaller(caller); err != nil {
@@ -458,6 +498,11 @@ func (c *Config) applyEnv(env func(string) string) error {
 		}
 		c.fallback = v
 	}
+	if v := env(envSubKeys); v != "" {
+		if err := c.parseSubKeysEnv(v); err != nil {
+			return err
+		}
+	}
 	// Per-caller overrides must still make sense over the new values.
 	return c.checkCallers()
 }
@@ -523,6 +568,7 @@ var (
 		"methods":            {elem: nil},
 		"streaming":          {elem: policySchema},
 		"callers":            {elem: &schema{elem: profileSchema}},
+		"sub_keys":           {elem: &schema{fields: map[string]*schema{"profile": nil, "streaming": policySchema}}},
 	}}
 )
 

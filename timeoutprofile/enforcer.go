@@ -37,7 +37,9 @@ type Enforcer struct {
 	servicePol map[string]StreamingPolicy     // service → policy
 	callers    map[string]map[string]*Profile // profile → caller → override
 	fallback   string
-	margin     time.Duration // WithDeadlineMargin; 0: off
+	margin     time.Duration   // WithDeadlineMargin; 0: off
+	noMargin   map[string]bool // WithoutDeadlineMargin
+	sub        *subKeys        // WithSubKeys and the configuration's sub_keys
 	callerFn   func(context.Context) string
 	files      *protoregistry.Files
 	obs        Observer
@@ -52,8 +54,11 @@ type Enforcer struct {
 type method struct {
 	full, service, name string
 	profile             *Profile
-	byCaller            map[string]*Profile // nil: no per-caller overrides for profile
-	streaming           *StreamingPolicy    // nil: none, or all zero
+	byCaller            map[string]*Profile     // nil: no per-caller overrides for profile
+	streaming           *StreamingPolicy        // nil: none, or all zero
+	noMargin            bool                    // WithoutDeadlineMargin
+	subs                map[*subKeyRule]*method // WithSubKeys: a variant per sub-key rule; nil: none
+	subPattern          string                  // a variant's rule pattern
 	source              timeoutprofilev1.ProfileSource
 	reason              string
 	obs                 MethodObserver
@@ -107,6 +112,10 @@ func build(o *options) (*Enforcer, error) {
 	}
 	empty := map[string]*method{}
 	e.cache.Store(&empty)
+	e.noMargin = map[string]bool{}
+	for _, m := range o.noMargin {
+		e.noMargin[m] = true
+	}
 
 	// Client level: complete profiles.
 	seen := map[string]bool{}
@@ -214,6 +223,11 @@ func build(o *options) (*Enforcer, error) {
 		}
 		add(c.caller, c.profile)
 	}
+	sub, err := buildSubKeys(cfg.subKeys, o, e.profiles)
+	if err != nil {
+		return nil, err
+	}
+	e.sub = sub
 	return e, nil
 }
 
@@ -235,6 +249,9 @@ type Resolution struct {
 	Reason string
 	// Streaming is the method's streaming policy, nil if it has none.
 	Streaming *StreamingPolicy
+	// SubKeyPattern is the sub-key mapping that chose the profile, when
+	// Source is PROFILE_SOURCE_SUB_KEY (ResolveSubKey).
+	SubKeyPattern string
 }
 
 // Resolve tells which profile calls of fullMethod ("/package.Service/Method")
@@ -248,18 +265,23 @@ func (e *Enforcer) Resolve(fullMethod, caller string) (Resolution, error) {
 	if m == nil {
 		m = e.resolve(fullMethod)
 	}
+	return resolutionOf(m, caller), nil
+}
+
+// resolutionOf is the Resolution of m for caller.
+func resolutionOf(m *method, caller string) Resolution {
 	p := m.profile
 	if caller != "" {
 		if cp := m.byCaller[caller]; cp != nil {
 			p = cp
 		}
 	}
-	r := Resolution{Profile: *p, Source: m.source, Reason: m.reason}
+	r := Resolution{Profile: *p, Source: m.source, Reason: m.reason, SubKeyPattern: m.subPattern}
 	if m.streaming != nil {
 		pol := *m.streaming
 		r.Streaming = &pol
 	}
-	return r, nil
+	return r
 }
 
 // method returns the cached resolution of fullMethod, resolving and caching
@@ -280,6 +302,8 @@ func (e *Enforcer) methodSlow(fullMethod string) *method {
 	}
 	m := e.resolve(fullMethod)
 	m.obs = e.obs.ForMethod(m.profile.Name, m.service, m.name)
+	m.noMargin = e.noMargin[fullMethod]
+	e.withSubKeyVariants(m)
 	if len(cur) >= maxCached {
 		return m
 	}
@@ -288,6 +312,14 @@ func (e *Enforcer) methodSlow(fullMethod string) *method {
 	next[fullMethod] = m
 	e.cache.Store(&next)
 	return m
+}
+
+// marginOf returns the deadline margin's ceiling for calls of m.
+func (e *Enforcer) marginOf(m *method) time.Duration {
+	if m.noMargin {
+		return 0
+	}
+	return e.margin
 }
 
 // callerOf returns the caller identity of a call, "" when e has no

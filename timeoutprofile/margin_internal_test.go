@@ -9,33 +9,41 @@ import (
 )
 
 // TestWithMargin: the rule that picks the caller's deadline less the margin
-// as a call's budget.
+// as a call's budget, and the margin that scales with the time left: a
+// third of it, at most the ceiling, so that a call with any time left runs.
 func TestWithMargin(t *testing.T) {
 	p := &Profile{Name: "p", Default: 5 * time.Second, Min: time.Second, Max: 30 * time.Second, AllowInfinite: true}
 	now := time.Unix(1000, 0)
 	const none = time.Duration(-1)
-	const margin = 20 * time.Millisecond
+	const ceiling = 100 * time.Millisecond
 	cases := []struct {
 		name     string
 		callerDL time.Duration // none: no deadline
 		override time.Duration // none: no x-timeout-ms
-		margin   time.Duration
+		ceiling  time.Duration
 		// want
 		callerBound bool
-		timeout     time.Duration
+		margin      time.Duration
 	}{
-		{"no deadline: the profile's", none, none, margin, false, 5 * time.Second},
-		{"deadline only: deadline less margin", 10 * time.Second, none, margin, true, 10*time.Second - margin},
-		{"deadline above max: the profile's", time.Minute, none, margin, false, 30 * time.Second},
-		{"override well inside the deadline: the profile's", 10 * time.Second, 2 * time.Second, margin, false, 2 * time.Second},
-		{"override within the margin of the deadline", 2 * time.Second, 1990 * time.Millisecond, margin, true, 2*time.Second - margin},
-		{"override equal to the deadline", 2 * time.Second, 2 * time.Second, margin, true, 2*time.Second - margin},
-		{"override past the deadline", 2 * time.Second, 20 * time.Second, margin, true, 2*time.Second - margin},
-		{"infinite override bounded by the deadline", 3 * time.Second, 0, margin, true, 3*time.Second - margin},
-		{"below min: kept, less margin", 500 * time.Millisecond, none, margin, true, 500*time.Millisecond - margin},
-		{"less than the margin left", 15 * time.Millisecond, none, margin, true, -5 * time.Millisecond},
-		{"expired", -time.Second, none, margin, true, -time.Second - margin},
-		{"margin 0: unchanged", 10 * time.Second, none, 0, false, 10 * time.Second},
+		{"no deadline: the profile's", none, none, ceiling, false, 0},
+		{"deadline only: deadline less the ceiling", 10 * time.Second, none, ceiling, true, ceiling},
+		{"deadline above max: the profile's", time.Minute, none, ceiling, false, 0},
+		{"override well inside the deadline: the profile's", 10 * time.Second, 2 * time.Second, ceiling, false, 0},
+		{"override within the margin of the deadline", 2 * time.Second, 1950 * time.Millisecond, ceiling, true, ceiling},
+		{"override equal to the deadline", 2 * time.Second, 2 * time.Second, ceiling, true, ceiling},
+		{"override past the deadline", 2 * time.Second, 20 * time.Second, ceiling, true, ceiling},
+		{"infinite override bounded by the deadline", 3 * time.Second, 0, ceiling, true, ceiling},
+		{"below min: kept, less the ceiling", 500 * time.Millisecond, none, ceiling, true, ceiling},
+		{"300 ms left: a third is the ceiling", 300 * time.Millisecond, none, ceiling, true, ceiling},
+		{"150 ms left: a third", 150 * time.Millisecond, none, ceiling, true, 50 * time.Millisecond},
+		{"100 ms left: a third", 100 * time.Millisecond, none, ceiling, true, 100 * time.Millisecond / 3},
+		{"20 ms left: a third, the call runs", 20 * time.Millisecond, none, ceiling, true, 20 * time.Millisecond / 3},
+		{"1 ms left: the call runs", time.Millisecond, none, ceiling, true, time.Millisecond / 3},
+		{"1 ns left: the call runs", time.Nanosecond, none, ceiling, true, 0},
+		{"small ceiling wins", 150 * time.Millisecond, none, 10 * time.Millisecond, true, 10 * time.Millisecond},
+		{"expired: refused", -time.Second, none, ceiling, true, 0},
+		{"at the deadline: refused", 0, none, ceiling, true, 0},
+		{"ceiling 0: unchanged", 10 * time.Second, none, 0, false, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -45,9 +53,9 @@ func TestWithMargin(t *testing.T) {
 				dl = now.Add(tc.callerDL)
 			}
 			before := computeBudget(p, now, dl, hasDL, tc.override, tc.override != none)
-			b := before.withMargin(now, dl, hasDL, tc.margin)
-			if b.callerBound != tc.callerBound || b.timeout != tc.timeout {
-				t.Errorf("callerBound=%v timeout=%v; want %v %v", b.callerBound, b.timeout, tc.callerBound, tc.timeout)
+			b := before.withMargin(now, dl, hasDL, tc.ceiling)
+			if b.callerBound != tc.callerBound {
+				t.Fatalf("callerBound=%v; want %v", b.callerBound, tc.callerBound)
 			}
 			if b.rule != before.rule {
 				t.Errorf("rule changed from %v to %v", before.rule, b.rule)
@@ -58,8 +66,15 @@ func TestWithMargin(t *testing.T) {
 				}
 				return
 			}
+			if want := tc.callerDL - tc.margin; b.timeout != want {
+				t.Errorf("timeout %v; want %v (the %v left less a %v margin)", b.timeout, want, tc.callerDL, tc.margin)
+			}
 			if !b.own || b.infinite || !b.deadline.Equal(dl.Add(-tc.margin)) {
 				t.Errorf("own=%v infinite=%v deadline=%v; want own, finite, the caller's less the margin", b.own, b.infinite, b.deadline)
+			}
+			// Only a call with no time left is refused (tooLate).
+			if refused := b.timeout <= 0; refused != (tc.callerDL <= 0) {
+				t.Errorf("refused=%v with %v left; want refused exactly when no time is left", refused, tc.callerDL)
 			}
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -207,36 +208,64 @@ func TestDeadlineMarginStream(t *testing.T) {
 	}
 }
 
-// TestDeadlineMarginTooLate: a call that arrives with no more than the
-// margin left ends at once with the details; its handler does not run.
-func TestDeadlineMarginTooLate(t *testing.T) {
+// TestDeadlineMarginLittleTimeLeft: a call that arrives with less time
+// left than the margin's ceiling still runs — the margin is a third of the
+// time left — and only a call already past its deadline ends at once, with
+// the details, without running its handler.
+func TestDeadlineMarginLittleTimeLeft(t *testing.T) {
 	e := mustNew(t, timeoutprofile.WithProfile(longToolCall), timeoutprofile.WithDeadlineMargin(timeoutprofile.MaxDeadlineMargin))
-	ran := make(chan struct{}, 2)
-	conn := serve(t, e, &gateway{
-		runJob: func(context.Context, *sessiongatev1.RunJobRequest) (*sessiongatev1.RunJobResponse, error) {
-			ran <- struct{}{}
-			return &sessiongatev1.RunJobResponse{}, nil
+	ran := make(chan time.Duration, 4)
+	// expire, when set, makes a call arrive already past its deadline: the
+	// interceptor in front of the Enforcer's gives it a deadline in the past.
+	var expire atomic.Bool
+	front := []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+			if expire.Load() {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithDeadline(ctx, time.Now().Add(-time.Millisecond))
+				defer cancel()
+			}
+			return handler(ctx, req)
+		}),
+	}
+	conn := serveWith(t, e, &gateway{
+		runJob: func(ctx context.Context, _ *sessiongatev1.RunJobRequest) (*sessiongatev1.RunJobResponse, error) {
+			ran <- time.Until(deadlineOf(ctx))
+			return &sessiongatev1.RunJobResponse{JobId: "ran"}, nil
 		},
-		watchJob: func(*sessiongatev1.WatchJobRequest, watchStream) error {
-			ran <- struct{}{}
-			return nil
+		watchJob: func(_ *sessiongatev1.WatchJobRequest, s watchStream) error {
+			ran <- time.Until(deadlineOf(s.Context()))
+			return s.Send(&sessiongatev1.WatchJobResponse{})
 		},
-	})
+	}, front)
 	client := sessiongatev1.NewSessionGatewayClient(conn)
-	ctx, cancel := context.WithTimeout(testCtx(t), 800*time.Millisecond) // below the 1 s margin
+	// 800 ms is below the 1 s ceiling: the margin is a third, the handler
+	// gets about two thirds and answers.
+	ctx, cancel := context.WithTimeout(testCtx(t), 800*time.Millisecond)
 	defer cancel()
-	_, err := client.RunJob(ctx, &sessiongatev1.RunJobRequest{})
-	if te := checkCallerDeadline(t, err, "RunJob"); te.GetConfiguredTimeoutMs() != 0 {
-		t.Errorf("configured %d ms, want 0", te.GetConfiguredTimeoutMs())
+	resp, err := client.RunJob(ctx, &sessiongatev1.RunJobRequest{})
+	if err != nil || resp.GetJobId() != "ran" {
+		t.Fatalf("RunJob with 800 ms left under a 1 s ceiling: %v, %v; want the handler's answer", resp, err)
+	}
+	if left := <-ran; left <= 0 || left > 800*time.Millisecond*2/3 {
+		t.Errorf("handler had %v left, want more than 0 and at most two thirds of 800 ms", left)
 	}
 	stream, err := client.WatchJob(ctx, &sessiongatev1.WatchJobRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = recvAll(stream)
-	checkCallerDeadline(t, err, "WatchJob")
+	if n, err := recvAll(stream); err != nil || n != 1 {
+		t.Fatalf("WatchJob with little time left: %d messages, %v; want the handler's one", n, err)
+	}
+	<-ran
+
+	expire.Store(true)
+	_, err = client.RunJob(testCtx(t), &sessiongatev1.RunJobRequest{})
+	if te := checkCallerDeadline(t, err, "RunJob"); te.GetConfiguredTimeoutMs() != 0 {
+		t.Errorf("configured %d ms, want 0", te.GetConfiguredTimeoutMs())
+	}
 	if len(ran) != 0 {
-		t.Error("a handler ran with less than the margin left")
+		t.Error("the handler ran for a call already past its deadline")
 	}
 }
 
@@ -291,4 +320,42 @@ func TestDeadlineMarginProfileFirst(t *testing.T) {
 	checkTimeout(t, err, "tool_call", "RunJob", "unary", 300)
 	_, err = sessiongatev1.NewSessionGatewayClient(conn).RunJob(withMD(testCtx(t), "x-timeout-ms", "100"), &sessiongatev1.RunJobRequest{})
 	checkTimeout(t, err, "tool_call", "RunJob", "unary", 100)
+}
+
+// TestWithoutDeadlineMargin: a method named by WithoutDeadlineMargin gets
+// the caller's deadline unchanged (no margin), while another method of the
+// same Enforcer gets it less the margin; a malformed method name is refused.
+func TestWithoutDeadlineMargin(t *testing.T) {
+	e := mustNew(t, timeoutprofile.WithProfile(longToolCall), timeoutprofile.WithDeadlineMargin(testMargin),
+		timeoutprofile.WithoutDeadlineMargin(getStatus))
+	incoming := make(chan time.Time, 2)
+	handler := make(chan time.Time, 2)
+	conn := serveWith(t, e, &gateway{
+		getStatus: func(ctx context.Context, _ *sessiongatev1.GetSessionStatusRequest) (*sessiongatev1.GetSessionStatusResponse, error) {
+			handler <- deadlineOf(ctx)
+			return &sessiongatev1.GetSessionStatusResponse{}, nil
+		},
+		runJob: func(ctx context.Context, _ *sessiongatev1.RunJobRequest) (*sessiongatev1.RunJobResponse, error) {
+			handler <- deadlineOf(ctx)
+			return &sessiongatev1.RunJobResponse{}, nil
+		},
+	}, incomingDeadlines(incoming))
+	client := sessiongatev1.NewSessionGatewayClient(conn)
+	ctx, cancel := context.WithTimeout(testCtx(t), 3*time.Second)
+	defer cancel()
+	if _, err := client.GetSessionStatus(ctx, &sessiongatev1.GetSessionStatusRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if in, hd := <-incoming, <-handler; in.IsZero() || !hd.Equal(in) {
+		t.Errorf("GetSessionStatus handler's deadline %v, want the caller's %v unchanged", hd, in)
+	}
+	if _, err := client.RunJob(ctx, &sessiongatev1.RunJobRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if in, hd := <-incoming, <-handler; in.IsZero() || !hd.Equal(in.Add(-testMargin)) {
+		t.Errorf("RunJob handler's deadline %v, want the caller's %v less the %v margin", hd, in, testMargin)
+	}
+	if _, err := timeoutprofile.New(timeoutprofile.WithoutDeadlineMargin("Check")); err == nil {
+		t.Error("WithoutDeadlineMargin(\"Check\") accepted")
+	}
 }

@@ -35,20 +35,23 @@ type callerOption struct {
 }
 
 type options struct {
-	config      *Config
-	profiles    []Profile
-	methods     []mapping
-	streaming   []policyOption
-	fallbacks   []string
-	callerFn    func(context.Context) string
-	callers     []callerOption
-	logger      *slog.Logger
-	logInterval time.Duration
-	observer    Observer
-	files       *protoregistry.Files
-	margin      time.Duration
-	hasMargin   bool
-	errs        []error
+	config        *Config
+	profiles      []Profile
+	methods       []mapping
+	streaming     []policyOption
+	fallbacks     []string
+	callerFn      func(context.Context) string
+	callers       []callerOption
+	logger        *slog.Logger
+	logInterval   time.Duration
+	observer      Observer
+	files         *protoregistry.Files
+	margin        time.Duration
+	hasMargin     bool
+	noMargin      []string
+	subKeyFn      SubKeyFunc
+	subKeyMethods []string
+	errs          []error
 }
 
 func defaultOptions() options {
@@ -180,6 +183,24 @@ func WithDeadlineMargin(d time.Duration) Option {
 			o.errs = append(o.errs, fmt.Errorf("WithDeadlineMargin: %w", err))
 		}
 		o.margin, o.hasMargin = d, true
+	})
+}
+
+// WithoutDeadlineMargin names methods ("/package.Service/Method") whose
+// handlers answer at once from memory — health checks, status probes — so
+// that no deadline margin applies to them: they run under the caller's
+// deadline as it is, however short, and answer whenever the handler returns
+// before it. Their profile still bounds them, and a call whose deadline
+// passed before its handler returned still ends with DEADLINE_EXCEEDED.
+// Use it only for handlers that never wait.
+func WithoutDeadlineMargin(fullMethods ...string) Option {
+	return optionFunc(func(o *options) {
+		for _, m := range fullMethods {
+			if _, _, ok := splitFullMethod(m); !ok {
+				o.errs = append(o.errs, fmt.Errorf("WithoutDeadlineMargin(%q): want \"/package.Service/Method\"", m))
+			}
+		}
+		o.noMargin = append(o.noMargin, fullMethods...)
 	})
 }
 

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	sessiongatev1 "github.com/sessiongate/sessiongate/gen/sessiongate/v1"
@@ -39,29 +40,48 @@ func TestRetryServiceConfig(t *testing.T) {
 	}
 }
 
-// TestRetryServiceConfigRetries: grpc-go accepts the config and retries a
-// DEADLINE_EXCEEDED the server's profile returned, within the caller's
-// deadline.
+// TestRetryServiceConfigRetries: grpc-go accepts the config and retries an
+// UNAVAILABLE, but never a DEADLINE_EXCEEDED whose profile budget was
+// spent: that answer carries grpc-retry-pushback-ms: -1, so the work runs
+// once and the details reach the caller.
 func TestRetryServiceConfigRetries(t *testing.T) {
 	sc, err := timeoutprofile.RetryServiceConfig(timeoutprofile.RetryPolicy{InitialBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	attempts := make(chan struct{}, 10)
+	attempts := make(chan string, 10)
 	e := mustNew(t, timeoutprofile.WithProfile(shortToolCall))
-	conn := serve(t, e, &gateway{runJob: func(ctx context.Context, _ *sessiongatev1.RunJobRequest) (*sessiongatev1.RunJobResponse, error) {
-		attempts <- struct{}{}
+	conn := serve(t, e, &gateway{runJob: func(ctx context.Context, req *sessiongatev1.RunJobRequest) (*sessiongatev1.RunJobResponse, error) {
+		attempts <- req.GetAgent()
+		if req.GetAgent() == "flaky" && len(attempts) == 1 {
+			return nil, status.Error(codes.Unavailable, "try again")
+		}
+		if req.GetAgent() == "flaky" {
+			return &sessiongatev1.RunJobResponse{JobId: "j"}, nil
+		}
 		return nil, waitForBudget(ctx)
 	}}, grpc.WithDefaultServiceConfig(sc))
-	_, err = sessiongatev1.NewSessionGatewayClient(conn).RunJob(withMD(testCtx(t), "x-timeout-ms", "20"), &sessiongatev1.RunJobRequest{})
+	client := sessiongatev1.NewSessionGatewayClient(conn)
+	var trailer metadata.MD
+	_, err = client.RunJob(withMD(testCtx(t), "x-timeout-ms", "20"), &sessiongatev1.RunJobRequest{Agent: "slow"}, grpc.Trailer(&trailer))
 	if status.Code(err) != codes.DeadlineExceeded {
 		t.Fatalf("err = %v", err)
 	}
-	if n := len(attempts); n != 3 {
-		t.Errorf("%d attempts, want 3", n)
+	if n := len(attempts); n != 1 {
+		t.Errorf("%d attempts of a call whose budget was spent, want 1", n)
 	}
-	if _, ok := timeoutprofile.FromError(err); !ok {
-		t.Error("last attempt's details lost")
+	if got := trailer.Get(timeoutprofile.PushbackKey); len(got) != 1 || got[0] != "-1" {
+		t.Errorf("trailer %s = %q, want [-1]", timeoutprofile.PushbackKey, got)
+	}
+	if te, ok := timeoutprofile.FromError(err); !ok || te.Limit != timeoutprofile.LimitUnary {
+		t.Errorf("details %v, %v; want limit unary", te, ok)
+	}
+	for len(attempts) > 0 {
+		<-attempts
+	}
+	resp, err := client.RunJob(testCtx(t), &sessiongatev1.RunJobRequest{Agent: "flaky"})
+	if err != nil || resp.GetJobId() != "j" || len(attempts) != 2 {
+		t.Errorf("UNAVAILABLE then OK: %v, %v after %d attempts; want the answer after 2", resp, err, len(attempts))
 	}
 }
 

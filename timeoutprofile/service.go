@@ -35,7 +35,8 @@ type service struct {
 }
 
 func (s *service) ListProfiles(context.Context, *timeoutprofilev1.ListProfilesRequest) (*timeoutprofilev1.ListProfilesResponse, error) {
-	return &timeoutprofilev1.ListProfilesResponse{Profiles: s.e.Profiles()}, nil
+	subKeys, methods := s.e.SubKeyMappings()
+	return &timeoutprofilev1.ListProfilesResponse{Profiles: s.e.Profiles(), SubKeys: subKeys, SubKeyMethods: methods}, nil
 }
 
 func (s *service) ResolveProfile(ctx context.Context, req *timeoutprofilev1.ResolveProfileRequest) (*timeoutprofilev1.ResolveProfileResponse, error) {
@@ -49,7 +50,10 @@ func (s *service) ResolveProfile(ctx context.Context, req *timeoutprofilev1.Reso
 	if req.GetCaller() != "" && req.GetCaller() != caller {
 		return nil, status.Error(codes.PermissionDenied, "caller: a caller may resolve only its own profiles; leave caller empty")
 	}
-	r, err := s.e.Resolve(req.GetFullMethod(), caller)
+	if len(req.GetSubKey()) > maxSubKeyLen {
+		return nil, status.Errorf(codes.InvalidArgument, "sub_key: at most %d bytes", maxSubKeyLen)
+	}
+	r, err := s.e.ResolveSubKey(req.GetFullMethod(), caller, req.GetSubKey())
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, `full_method: want "/package.Service/Method"`)
 	}
@@ -57,6 +61,8 @@ func (s *service) ResolveProfile(ctx context.Context, req *timeoutprofilev1.Reso
 		Profile: r.Profile.proto(),
 		Source:  r.Source,
 		Reason:  r.Reason,
+
+		SubKeyPattern: r.SubKeyPattern,
 	}
 	if r.Streaming != nil {
 		resp.Streaming = r.Streaming.proto()

@@ -14,9 +14,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -115,4 +117,47 @@ func (p *Process) Stop() error {
 		return fmt.Errorf("gateway: %v", err)
 	}
 	return err
+}
+
+// RuntimeJobs returns the embedded reference runtime's own counts, from
+// the gateway's /metrics: job.submit envelopes received and distinct jobs
+// created (an idempotent repeat is a submit, not a job).
+func (p *Process) RuntimeJobs(ctx context.Context) (submitted, accepted int64, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.Admin+"/metrics", nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	found := 0
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), " ")
+		var dst *int64
+		switch name {
+		case "sessiongate_embedded_runtime_jobs_submitted_total":
+			dst = &submitted
+		case "sessiongate_embedded_runtime_jobs_accepted_total":
+			dst = &accepted
+		}
+		if dst == nil || !ok {
+			continue
+		}
+		f, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("/metrics: %s %q: %v", name, value, err)
+		}
+		*dst, found = int64(f), found+1
+	}
+	if err := sc.Err(); err != nil {
+		return 0, 0, err
+	}
+	if found != 2 {
+		return 0, 0, errors.New("/metrics has no embedded runtime job counts (a gateway with --runtime?)")
+	}
+	return submitted, accepted, nil
 }

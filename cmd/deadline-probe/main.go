@@ -11,6 +11,13 @@
 //
 //	go run ./cmd/deadline-probe                # all languages, N=200, C=20
 //	go run ./cmd/deadline-probe -langs go -n 500
+//	go run ./cmd/deadline-probe -deadlines 20ms,50ms,100ms,150ms,1s -retry off -n 100
+//	go run ./cmd/deadline-probe -deadlines 20ms,50ms,100ms -agent echo -n 10
+//
+// With -deadlines, N calls are made at each fixed deadline instead of the
+// spread, and each deadline gets its own row. With -agent echo the calls run
+// the echo agent (1 ms of work) and the "ok" column counts answers that
+// arrived within the deadline.
 //
 // It starts a real gateway binary (built, or $SESSIONGATE_GATEWAY_BIN) unless
 // -addr names a running one. Python runs under /usr/bin/python3 (Debian's
@@ -45,6 +52,8 @@ import (
 type result struct {
 	Lang         string         `json:"lang"`
 	Retry        bool           `json:"retry"`
+	DeadlineMS   int            `json:"deadline_ms"` // 0: spread 50 ms – 2 s
+	Agent        string         `json:"agent"`
 	N            int            `json:"n"`
 	Details      int            `json:"details"`
 	Bare         int            `json:"bare"`
@@ -65,12 +74,38 @@ func main() {
 	python := flag.String("python", "/usr/bin/python3", "the Python interpreter with Debian's grpcio")
 	asJSON := flag.Bool("json", false, "print JSON lines instead of the table")
 	timeout := flag.Duration("timeout", 10*time.Minute, "give up after this long")
+	fixed := flag.String("deadlines", "", "fixed deadlines, comma-separated (e.g. 20ms,50ms,1s): N calls at each instead of the spread")
+	agent := flag.String("agent", "sleep", "sleep (the job outlives the deadline) or echo (1 ms of work)")
 	flag.Parse()
+	var ds []int
+	for _, f := range strings.Split(*fixed, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		d, err := time.ParseDuration(f)
+		if err != nil || d < time.Millisecond {
+			fmt.Fprintf(os.Stderr, "deadline-probe: -deadlines: %q is not a duration of at least 1ms\n", f)
+			os.Exit(2)
+		}
+		ds = append(ds, int(d.Milliseconds()))
+	}
+	if *agent != "sleep" && *agent != "echo" {
+		fmt.Fprintln(os.Stderr, "deadline-probe: -agent: want sleep or echo")
+		os.Exit(2)
+	}
+	probeDeadlines, probeAgent = ds, *agent
 	if err := run(*n, *c, *langs, *retry, *addr, *python, *asJSON, *timeout); err != nil {
 		fmt.Fprintln(os.Stderr, "deadline-probe:", err)
 		os.Exit(1)
 	}
 }
+
+// probeDeadlines are the fixed deadlines in ms (none: the spread) and
+// probeAgent the agent, from the flags.
+var (
+	probeDeadlines []int
+	probeAgent     = "sleep"
+)
 
 func run(n, c int, langs, retry, addr, python string, asJSON bool, timeout time.Duration) error {
 	if n < 1 || c < 1 {
@@ -100,15 +135,18 @@ func run(n, c int, langs, retry, addr, python string, asJSON bool, timeout time.
 		switch lang = strings.TrimSpace(lang); lang {
 		case "go":
 			for _, r := range settings {
-				res, err := probeGo(ctx, addr, n, c, r)
-				if err != nil {
-					return fmt.Errorf("go: %w", err)
+				for _, d := range append([]int{}, fixedOrSpread()...) {
+					res, err := probeGo(ctx, addr, n, c, r, d)
+					if err != nil {
+						return fmt.Errorf("go: %w", err)
+					}
+					rs = append(rs, res)
 				}
-				rs = append(rs, res)
 			}
 		case "python":
 			cmd := exec.CommandContext(ctx, python, filepath.Join(root, "clients/python/tools/deadline_probe.py"),
-				"--addr", addr, "--n", fmt.Sprint(n), "--c", fmt.Sprint(c), "--retry", retry)
+				"--addr", addr, "--n", fmt.Sprint(n), "--c", fmt.Sprint(c), "--retry", retry,
+				"--deadlines-ms", joinInts(probeDeadlines), "--agent", probeAgent)
 			cmd.Env = append(os.Environ(), "PYTHONPATH="+filepath.Join(root, "clients/python"))
 			if rs, err = probeChild(cmd); err != nil {
 				return fmt.Errorf("python: %w", err)
@@ -121,7 +159,8 @@ func run(n, c int, langs, retry, addr, python string, asJSON bool, timeout time.
 				return fmt.Errorf("node: build (npm ci in clients/typescript?): %v\n%s", err, out)
 			}
 			cmd := exec.CommandContext(ctx, "node", filepath.Join(ts, "dist-test/tools/deadline-probe.js"),
-				"--addr", addr, "--n", fmt.Sprint(n), "--c", fmt.Sprint(c), "--retry", retry)
+				"--addr", addr, "--n", fmt.Sprint(n), "--c", fmt.Sprint(c), "--retry", retry,
+				"--deadlines-ms", joinInts(probeDeadlines), "--agent", probeAgent)
 			if rs, err = probeChild(cmd); err != nil {
 				return fmt.Errorf("node: %w", err)
 			}
@@ -142,6 +181,22 @@ func run(n, c int, langs, retry, addr, python string, asJSON bool, timeout time.
 	return nil
 }
 
+// fixedOrSpread is probeDeadlines, or one 0 for the spread.
+func fixedOrSpread() []int {
+	if len(probeDeadlines) == 0 {
+		return []int{0}
+	}
+	return probeDeadlines
+}
+
+func joinInts(xs []int) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = fmt.Sprint(x)
+	}
+	return strings.Join(s, ",")
+}
+
 // deadlines spreads n deadlines evenly from 50 ms to 2 s.
 func deadlines(n int) []time.Duration {
 	out := make([]time.Duration, n)
@@ -155,7 +210,7 @@ func deadlines(n int) []time.Duration {
 	return out
 }
 
-func probeGo(ctx context.Context, addr string, n, conc int, retry bool) (result, error) {
+func probeGo(ctx context.Context, addr string, n, conc int, retry bool, fixedMS int) (result, error) {
 	var opts []client.Option
 	if !retry {
 		opts = append(opts, client.WithoutRetry())
@@ -173,10 +228,15 @@ func probeGo(ctx context.Context, addr string, n, conc int, retry bool) (result,
 	}
 	defer s.Close()
 
-	res := result{Lang: "go", Retry: retry, N: n, Limits: map[string]int{}}
+	res := result{Lang: "go", Retry: retry, DeadlineMS: fixedMS, Agent: probeAgent, N: n, Limits: map[string]int{}}
 	var mu sync.Mutex
 	var next atomic.Int64
 	ds := deadlines(n)
+	if fixedMS > 0 {
+		for i := range ds {
+			ds[i] = time.Duration(fixedMS) * time.Millisecond
+		}
+	}
 	start := time.Now()
 	var wg sync.WaitGroup
 	for range conc {
@@ -187,7 +247,12 @@ func probeGo(ctx context.Context, addr string, n, conc int, retry bool) (result,
 					return
 				}
 				cctx, cancel := context.WithTimeout(ctx, ds[i])
-				_, err := s.Run(cctx, "sleep", map[string]any{"ms": ds[i].Milliseconds() + 1000})
+				var err error
+				if probeAgent == "echo" {
+					_, err = s.Run(cctx, "echo", map[string]any{"deadline_ms": ds[i].Milliseconds()})
+				} else {
+					_, err = s.Run(cctx, "sleep", map[string]any{"ms": ds[i].Milliseconds() + 1000})
+				}
 				cancel()
 				var te *client.TimeoutError
 				var e *client.Error
@@ -237,9 +302,13 @@ func probeChild(cmd *exec.Cmd) ([]result, error) {
 }
 
 func printTable(rs []result, conc int) {
-	fmt.Printf("RunJob(sleep deadline+1s), own deadline spread 50 ms – 2 s, %d in flight\n", conc)
+	if probeAgent == "echo" {
+		fmt.Printf("RunJob(echo), own deadline as given, %d in flight; ok = answered in time\n", conc)
+	} else {
+		fmt.Printf("RunJob(sleep deadline+1s), own deadline as given (spread: 50 ms – 2 s), %d in flight\n", conc)
+	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "client\tretry policy\tcalls\tTimeoutExceeded\tbare DEADLINE_EXCEEDED\tCANCELLED\tother\tok\tlimits\twall")
+	fmt.Fprintln(tw, "client\tretry policy\tdeadline\tcalls\tTimeoutExceeded\tbare DEADLINE_EXCEEDED\tCANCELLED\tother\tok\tlimits\twall")
 	for _, r := range rs {
 		on := "off"
 		if r.Retry {
@@ -258,7 +327,11 @@ func printTable(rs []result, conc int) {
 		for _, k := range keys {
 			lim = append(lim, fmt.Sprintf("%s=%d", k, r.Limits[k]))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d (%.1f%%)\t%s\t%d\t%d\t%d\t%s\t%.1fs\n", r.Lang, on, r.N, r.Details,
+		dl := "spread"
+		if r.DeadlineMS > 0 {
+			dl = fmt.Sprintf("%d ms", r.DeadlineMS)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d (%.1f%%)\t%s\t%d\t%d\t%d\t%s\t%.1fs\n", r.Lang, on, dl, r.N, r.Details,
 			100*float64(r.Details)/float64(max(r.N, 1)), bare, r.Cancelled, r.Other, r.OK, strings.Join(lim, " "), r.Seconds)
 	}
 	tw.Flush()

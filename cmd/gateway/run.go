@@ -101,6 +101,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return fmt.Errorf("embedded runtime: %w", err)
 		}
 		defer embedded.Close()
+		registerEmbeddedRuntime(reg, embedded.Runtime())
 		runtimes = []server.Runtime{{Name: "default", URL: embedded.URL()}}
 		log.Info("embedded reference runtime", "url", embedded.URL())
 	}
@@ -216,4 +217,20 @@ Try it (go install github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.4):
   curl -s http://%[2]s/v1/sessions/<id>/status
 See README.md, "Quickstart", for more.
 `, grpcAddr, adminAddr)
+}
+
+// registerEmbeddedRuntime exposes the embedded reference runtime's own job
+// counts on /metrics, so that a test or a demo can see how many jobs the
+// runtime ran — e.g. that a retried call created one job, not three.
+func registerEmbeddedRuntime(reg prometheus.Registerer, rt *arcpruntime.Runtime) {
+	reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sessiongate_embedded_runtime_jobs_submitted_total",
+			Help: "job.submit envelopes the embedded reference runtime received (idempotent repeats included).",
+		}, func() float64 { return float64(rt.Stats().JobsSubmitted) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sessiongate_embedded_runtime_jobs_accepted_total",
+			Help: "Distinct jobs the embedded reference runtime created (idempotent repeats excluded).",
+		}, func() float64 { return float64(rt.Stats().JobsAccepted) }),
+	)
 }

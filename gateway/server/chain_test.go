@@ -100,13 +100,17 @@ func TestProbeFastPath(t *testing.T) {
 	if err := probe(ctxT(t, 10*time.Second), id); status.Code(err) != codes.Unauthenticated {
 		t.Errorf("no token: %v, want UNAUTHENTICATED", err)
 	}
-	// A caller deadline inside the profile's margin (100 ms) ends the call
-	// at once with the profile's details.
+	// A short caller deadline is not cut by a margin: the probe answers
+	// from memory (WithoutDeadlineMargin). Its profile still applies: a
+	// malformed x-timeout-ms is refused by the enforcer.
 	short, cancel := context.WithTimeout(ctx, 90*time.Millisecond)
 	defer cancel()
-	err := probe(short, id)
-	if te, ok := timeoutprofile.FromError(err); !ok || te.GetProfileName() == "" || te.GetMethod() != "GetSessionStatus" {
-		t.Errorf("deadline inside the margin: %v (details %v), want DEADLINE_EXCEEDED with the profile", err, te)
+	if err := probe(short, id); err != nil {
+		t.Errorf("90 ms deadline: %v, want the answer", err)
+	}
+	bad := metadata.AppendToOutgoingContext(ctx, timeoutprofile.MetadataKey, "soon")
+	if err := probe(bad, id); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), timeoutprofile.MetadataKey) {
+		t.Errorf("malformed x-timeout-ms: %v, want the profile's INVALID_ARGUMENT", err)
 	}
 	if _, err := h.client.RunJob(ctx, &sessiongatev1.RunJobRequest{SessionId: id, Agent: "echo", Input: mustValueTB(t, map[string]any{"a": 1})}); err != nil {
 		t.Fatal(err)
@@ -125,14 +129,14 @@ func TestProbeFastPath(t *testing.T) {
 		labels map[string]string
 		want   float64
 	}{
-		{"grpc_server_started_total", status, 7},
-		{"grpc_server_msg_received_total", status, 7},
-		{"grpc_server_msg_sent_total", status, 7},
-		{"grpc_server_handling_seconds", status, 7},
-		{"grpc_server_handled_total", with("grpc_code", "OK"), 3},
-		{"grpc_server_handled_total", with("grpc_code", "InvalidArgument"), 2},
+		{"grpc_server_started_total", status, 8},
+		{"grpc_server_msg_received_total", status, 8},
+		{"grpc_server_msg_sent_total", status, 8},
+		{"grpc_server_handling_seconds", status, 8},
+		{"grpc_server_handled_total", with("grpc_code", "OK"), 4},
+		{"grpc_server_handled_total", with("grpc_code", "InvalidArgument"), 3},
 		{"grpc_server_handled_total", with("grpc_code", "Unauthenticated"), 1},
-		{"grpc_server_handled_total", with("grpc_code", "DeadlineExceeded"), 1},
+		{"grpc_server_handled_total", with("grpc_code", "DeadlineExceeded"), 0},
 		{"grpc_server_handled_total", map[string]string{"grpc_method": "RunJob", "grpc_code": "OK"}, 1},
 		{"grpc_server_started_total", map[string]string{"grpc_method": "RunJob"}, 1},
 		{"grpc_server_handled_total", map[string]string{"grpc_method": "WatchJob", "grpc_type": "server_stream", "grpc_code": "NotFound"}, 0},
@@ -256,8 +260,8 @@ func TestServiceCallAgrees(t *testing.T) {
 		{"session header mismatch", func() (context.Context, context.CancelFunc) {
 			return incoming(context.Background(), "authorization", "Bearer tok", MetadataSession, "ses-other"), func() {}
 		}, ok200, codes.InvalidArgument},
-		{"deadline inside the profile's margin", func() (context.Context, context.CancelFunc) {
-			return context.WithTimeout(authed, 90*time.Millisecond)
+		{"deadline already passed", func() (context.Context, context.CancelFunc) {
+			return context.WithDeadline(authed, time.Now().Add(-time.Millisecond))
 		}, ok200, codes.DeadlineExceeded},
 	} {
 		var got [2]seen

@@ -377,7 +377,7 @@ func New(cfg Config) (*Gateway, error) {
 		selector.StreamServerInterceptor(auth.StreamServerInterceptor(g.authFunc), selector.MatchFunc(authenticated)),
 		g.clusterStream,
 	}
-	enforcer, err := NewEnforcer(cfg.TimeoutProfiles, cfg.Registry, cfg.Logger)
+	enforcer, err := NewEnforcer(cfg.TimeoutProfiles, cfg.Registry, cfg.Logger, g.svc.agentProfiles())
 	if err != nil {
 		return nil, err
 	}
@@ -393,7 +393,7 @@ func New(cfg Config) (*Gateway, error) {
 		grpc.UnaryInterceptor(entry.intercept),
 		grpc.ForceServerCodecV2(wirecodec.NewCodec()),
 		grpc.ChainStreamInterceptor(stream...),
-		grpc.MaxRecvMsgSize(cfg.MaxInputBytes+(1<<20)),
+		grpc.MaxRecvMsgSize(recvLimit(cfg.MaxInputBytes)),
 		grpc.MaxSendMsgSize(32<<20),
 		grpc.MaxConcurrentStreams(cfg.MaxConcurrentStreams),
 		streamWorkers(cfg.StreamWorkers),
@@ -409,7 +409,14 @@ func New(cfg Config) (*Gateway, error) {
 			h, own = runJobHandler, runJobHandler
 		}
 		if mi := methodOf(full); g.cluster != nil && mi != nil && mi.sessionField != nil && !readOnlyMethods[full] {
-			return wirecodec.RawHandler(full, h)
+			own = wirecodec.RawHandler(full, h)
+		}
+		if full == sessiongatev1.SessionGateway_RunJob_FullMethodName || full == sessiongatev1.SessionGateway_SubmitJob_FullMethodName {
+			// Job inputs may nest: too deep to decode is INVALID_ARGUMENT (depth.go).
+			if own == nil {
+				own = h
+			}
+			return tooDeepRequests(own)
 		}
 		return own
 	}), g.svc)
@@ -426,6 +433,20 @@ func New(cfg Config) (*Gateway, error) {
 	return g, nil
 }
 
+// recvLimit is the gateway's gRPC receive limit for a max_input_bytes cap:
+// twice the cap plus 1 MiB for the request's other fields, so that an input
+// of up to twice the cap reaches the handler and gets the clear
+// RESOURCE_EXHAUSTED CAP_EXCEEDED naming max_input_bytes, not gRPC's bare
+// "received message larger than max". (The protobuf form of an input can
+// be a little larger or smaller than its JSON, which the cap counts.)
+func recvLimit(maxInputBytes int) int { return 2*maxInputBytes + 1<<20 }
+
+// probeMethods answer from memory at once, at any caller deadline.
+var probeMethods = []string{
+	sessiongatev1.SessionGateway_GetSessionStatus_FullMethodName,
+	healthpb.Health_Check_FullMethodName,
+}
+
 // servedHealth are the services health reports: the server as a whole ("")
 // and each application service.
 var servedHealth = []string{
@@ -438,7 +459,7 @@ var servedHealth = []string{
 // global layer (nil = standard profiles), caller identities from the
 // authentication interceptor, warnings to log, and the sw4rm_rpc_* metrics on
 // reg. It is exported so that benchmarks measure the production chain.
-func NewEnforcer(global *timeoutprofile.Config, reg prometheus.Registerer, log *slog.Logger) (*timeoutprofile.Enforcer, error) {
+func NewEnforcer(global *timeoutprofile.Config, reg prometheus.Registerer, log *slog.Logger, extra ...timeoutprofile.Option) (*timeoutprofile.Enforcer, error) {
 	obs, err := tpprom.New(reg)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: timeout profile metrics: %w", err)
@@ -446,6 +467,10 @@ func NewEnforcer(global *timeoutprofile.Config, reg prometheus.Registerer, log *
 	opts := []timeoutprofile.Option{
 		timeoutprofile.WithCallerIdentity(callerFrom),
 		timeoutprofile.WithObserver(obs),
+		// The probes answer from memory: a balancer's deadline, however
+		// short, is not shortened by a margin (their profile still bounds
+		// them).
+		timeoutprofile.WithoutDeadlineMargin(probeMethods...),
 	}
 	if log != nil {
 		opts = append(opts, timeoutprofile.WithLogger(log))
@@ -453,7 +478,7 @@ func NewEnforcer(global *timeoutprofile.Config, reg prometheus.Registerer, log *
 	if global != nil {
 		opts = append(opts, timeoutprofile.WithConfig(global))
 	}
-	return timeoutprofile.New(opts...)
+	return timeoutprofile.New(append(opts, extra...)...)
 }
 
 // profiled says which calls run under a timeout profile: all but the

@@ -274,7 +274,7 @@ func budgetProto(raw json.RawMessage) map[string]float64 {
 func extensionsProto(ext map[string]json.RawMessage) map[string]*structpb.Value {
 	var out map[string]*structpb.Value
 	for k, raw := range ext {
-		if !arcp.ValidExtensionKey(k) {
+		if !arcp.ValidExtensionKey(k) || !valueDepthOK(raw) {
 			continue
 		}
 		if v, ok := wirecodec.JSONValue(raw); ok {

@@ -60,6 +60,8 @@ type service struct {
 	mu       sync.Mutex
 	watchers map[watchKey]int // guarded by mu: WatchJob streams per job
 
+	agents jobAgents // agentprofiles.go: the agents of submitted jobs, for WatchJob's profile
+
 	watchEnded func(error) // test hook, set before serving: runs when a WatchJob handler returns
 
 	cluster *clusterState // set by New in cluster mode (see cluster_status.go)
@@ -285,6 +287,9 @@ func (s *service) submitPayload(req jobRequest, input []byte) (arcp.Submit, erro
 		}
 		sub.Input = raw
 	}
+	if path, deep := jsonTooDeep(sub.Input, MaxValueDepth); deep {
+		return arcp.Submit{}, tooDeepInput(path)
+	}
 	return sub, nil
 }
 
@@ -366,6 +371,7 @@ func (s *service) holdUntilEnd(sess *session.Session[*upstream.Conn], jobID stri
 	go func() {
 		defer s.bg.Done()
 		defer s.liveJobs.Release(sess.Caller, 1)
+		defer s.agents.drop(jobID)
 		<-sess.Conn.JobDone(jobID) // the terminal, the job forgotten, or the session ended
 	}()
 }
@@ -376,6 +382,7 @@ func (s *service) SubmitJob(ctx context.Context, req *sessiongatev1.SubmitJobReq
 		return nil, err
 	}
 	release()
+	s.agents.put(acc.JobID, acceptedAgent(acc, req))
 	s.holdUntilEnd(sess, acc.JobID)
 	return submitResponse(acc), nil
 }
@@ -428,7 +435,7 @@ func (s *service) runJob(ctx context.Context, req *sessiongatev1.RunJobRequest, 
 	decorateRun(resp, acc, term)
 	if term.Result != nil {
 		resp.Summary = term.Result.Summary
-		if wire && term.Assembled == nil && len(term.Result.Result) > 0 {
+		if wire && term.Assembled == nil && len(term.Result.Result) > 0 && valueDepthOK(term.Result.Result) {
 			if b, ok := wirecodec.AppendRunJobWire(resp, term.Result.Result); ok {
 				sess.Conn.Forget(acc.JobID) // the result now lives in b only
 				return &wirecodec.RawMessage{Bytes: b}, nil
@@ -452,6 +459,9 @@ func (s *service) runJob(ctx context.Context, req *sessiongatev1.RunJobRequest, 
 // valueOrRaw converts a runtime's JSON to a Value, or, when it has no Value
 // form, returns it raw for the API's raw_* field.
 func valueOrRaw(raw []byte) (*structpb.Value, []byte) {
+	if !valueDepthOK(raw) {
+		return nil, slices.Clone(raw) // deeper than every client decodes (depth.go)
+	}
 	if v, ok := wirecodec.JSONValue(raw); ok {
 		return v, nil
 	}

@@ -82,7 +82,7 @@ func RawHandler(full string, orig grpc.MethodHandler) grpc.MethodHandler {
 			return nil, err
 		}
 		final := func(ctx context.Context, req any) (any, error) {
-			return orig(srv, ctx, func(v any) error { return decodeRequest(req, v) }, nil)
+			return orig(srv, ctx, func(v any) error { return DecodeRequest(req, v) }, nil)
 		}
 		if interceptor == nil {
 			return final(ctx, raw)
@@ -91,9 +91,9 @@ func RawHandler(full string, orig grpc.MethodHandler) grpc.MethodHandler {
 	}
 }
 
-// decodeRequest fills v, the handler's request message (or a *RawMessage),
+// DecodeRequest fills v, the handler's request message (or a *RawMessage),
 // from req, the *RawMessage the interceptors passed on.
-func decodeRequest(req, v any) error {
+func DecodeRequest(req, v any) error {
 	r, ok := req.(*RawMessage)
 	if to, raw := v.(*RawMessage); ok && raw {
 		to.Bytes = r.Bytes // a handler that decodes the bytes itself (runJobHandler)

@@ -13,6 +13,9 @@ import grpc
 
 from ._gen.sessiongate.v1 import sessiongate_pb2 as pb
 from ._gen.sessiongate.v1 import sessiongate_pb2_grpc as pb_grpc
+from ._depth import check_input_depth
+from ._idempotency import call_key
+from ._limits import with_receive_limit
 from ._values import from_raw_or_value, to_value
 from .errors import GatewayError, from_rpc_error
 
@@ -337,11 +340,14 @@ class Gateway:
     a channel you own (then ``retry`` and ``options`` are yours to set).
 
     The published retry policy (:func:`retry_service_config`) is applied unless
-    ``retry=False``. It retries DEADLINE_EXCEEDED, so an answer the gateway
-    gave just before your own deadline may be retried and end as a bare
-    :class:`~sessiongate.DeadlineExceededError`; turn it off to get the
-    timeout details every time (see README, "Retries"). Use the gateway as a
-    context manager, or call :meth:`close`. A Gateway may be shared by threads.
+    ``retry=False``. The gateway's timeout answers are never retried (every
+    one carries ``grpc-retry-pushback-ms: -1``), and every attempt of one
+    ``run`` or ``submit`` carries the same idempotency key (a fresh one per
+    call unless ``idempotency_key=`` gives one), so a retried attempt gets the
+    job the first one created instead of running it again (see README,
+    "Retries"). The channel accepts messages up to 32 MiB, above the largest
+    result the gateway returns. Use the gateway as a context manager, or call
+    :meth:`close`. A Gateway may be shared by threads.
     """
 
     def __init__(
@@ -358,7 +364,7 @@ class Gateway:
             raise ValueError("give exactly one of target and channel")
         self._own_channel = channel is None
         if channel is None:
-            opts = list(options)
+            opts = with_receive_limit(options)
             if retry:
                 opts += [("grpc.enable_retries", 1), ("grpc.service_config", retry_service_config())]
             if credentials is None:
@@ -474,9 +480,10 @@ class Session:
 
     ``timeout=`` (seconds) on any call sets the call's deadline and asks the
     gateway for the same budget with ``x-timeout-ms``; the gateway then ends
-    the call a small margin (20 ms by default) before that deadline, with the
-    timeout details, so you get a :class:`TimeoutExceededError` rather than a
-    bare deadline. ``server_timeout=`` asks for a budget of its own (sent as
+    the call a margin before that deadline — a third of the time left, at most
+    100 ms — with the timeout details, so you get a
+    :class:`TimeoutExceededError` rather than a bare deadline. A call with any
+    time left runs; only one already past its deadline is refused. ``server_timeout=`` asks for a budget of its own (sent as
     ``x-timeout-ms`` instead), e.g. a short server budget under a long
     deadline. Without either, the method's timeout profile applies. The
     gateway clamps a request to the profile's bounds (RunJob runs under
@@ -535,9 +542,10 @@ class Session:
         ``metadata`` is sent with the call, e.g.
         ``metadata=sessiongate.trace_metadata(traceparent)``."""
         req = pb.RunJobRequest(
-            session_id=self.id, agent=agent, idempotency_key=idempotency_key, max_runtime_sec=max_runtime_sec
+            session_id=self.id, agent=agent, idempotency_key=call_key(idempotency_key), max_runtime_sec=max_runtime_sec
         )
         if input is not None:
+            check_input_depth(input)
             to_value(input, req.input)
         _job_extras(req, agent_version, lease, lease_expires_at, extensions)
         r = self._unary("RunJob", req, timeout, server_timeout, metadata)
@@ -573,9 +581,10 @@ class Session:
         """Submit a job; returns once the runtime accepted it. The keyword
         arguments are those of :meth:`run`."""
         req = pb.SubmitJobRequest(
-            session_id=self.id, agent=agent, idempotency_key=idempotency_key, max_runtime_sec=max_runtime_sec
+            session_id=self.id, agent=agent, idempotency_key=call_key(idempotency_key), max_runtime_sec=max_runtime_sec
         )
         if input is not None:
+            check_input_depth(input)
             to_value(input, req.input)
         _job_extras(req, agent_version, lease, lease_expires_at, extensions)
         r = self._unary("SubmitJob", req, timeout, server_timeout, metadata)

@@ -1,8 +1,10 @@
 // Deadline probe for the TypeScript client (run by cmd/deadline-probe).
 //
 // Makes N RunJob calls to the sleep agent, each sleeping a second longer than
-// its own deadline, with deadlines spread evenly from 50 ms to 2 s, C at a
-// time, and prints one JSON line per retry setting: how many calls received
+// its own deadline, with deadlines spread evenly from 50 ms to 2 s (or N calls
+// at each of --deadlines-ms; with --agent echo, echo calls whose in-time
+// answers count as "ok"), C at a time, and prints one JSON line per retry
+// setting and deadline: how many calls received
 // the gateway's TimeoutExceeded details, how many a bare DEADLINE_EXCEEDED,
 // how many CANCELLED ("rawCancelled" counts the CANCELLED that grpc-js
 // reported after the deadline had passed, which the client surfaces as
@@ -15,19 +17,22 @@ import { status as Code } from "@grpc/grpc-js";
 
 import { CancelledError, DeadlineExceededError, Gateway, GatewayError, TimeoutExceededError } from "../src/index.js";
 
-async function probe(addr: string, n: number, conc: number, retry: boolean) {
+async function probe(addr: string, n: number, conc: number, retry: boolean, deadlineMs: number, agent: string) {
   const counts = { details: 0, bare: 0, cancelled: 0, other: 0, ok: 0, rawCancelled: 0 };
   const limits: Record<string, number> = {};
   using gw = new Gateway(addr, { retry });
   await using s = await gw.openSession({ clientName: "deadline-probe" }, { timeoutMs: 10_000 });
-  const deadlines = Array.from({ length: n }, (_, i) => Math.round(50 + ((2000 - 50) * i) / Math.max(n - 1, 1)));
+  const deadlines = Array.from({ length: n }, (_, i) =>
+    deadlineMs > 0 ? deadlineMs : Math.round(50 + ((2000 - 50) * i) / Math.max(n - 1, 1)),
+  );
   const start = performance.now();
   let next = 0;
   const worker = async () => {
     while (next < deadlines.length) {
       const ms = deadlines[next++];
       try {
-        await s.run("sleep", { ms: ms + 1000 }, { timeoutMs: ms });
+        if (agent === "echo") await s.run("echo", { deadline: ms }, { timeoutMs: ms });
+        else await s.run("sleep", { ms: ms + 1000 }, { timeoutMs: ms });
         counts.ok++;
       } catch (e) {
         if (e instanceof TimeoutExceededError) {
@@ -48,7 +53,7 @@ async function probe(addr: string, n: number, conc: number, retry: boolean) {
   };
   await Promise.all(Array.from({ length: conc }, worker));
   const seconds = Math.round((performance.now() - start) / 100) / 10;
-  return { lang: "node", retry, n, ...counts, limits, seconds };
+  return { lang: "node", retry, deadline_ms: deadlineMs, agent, n, ...counts, limits, seconds };
 }
 
 const { values } = parseArgs({
@@ -57,10 +62,15 @@ const { values } = parseArgs({
     n: { type: "string", default: "200" },
     c: { type: "string", default: "20" },
     retry: { type: "string", default: "both" },
+    "deadlines-ms": { type: "string", default: "" },
+    agent: { type: "string", default: "sleep" },
   },
 });
 if (!values.addr) throw new Error("--addr is required");
 const settings = ({ on: [true], off: [false], both: [true, false] } as Record<string, boolean[]>)[values.retry!];
+const fixed = values["deadlines-ms"]!.split(",").filter((x) => x !== "").map(Number);
 for (const retry of settings) {
-  console.log(JSON.stringify(await probe(values.addr, Number(values.n), Number(values.c), retry)));
+  for (const d of fixed.length > 0 ? fixed : [0]) {
+    console.log(JSON.stringify(await probe(values.addr, Number(values.n), Number(values.c), retry, d, values.agent!)));
+  }
 }

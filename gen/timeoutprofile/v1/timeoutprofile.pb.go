@@ -46,6 +46,8 @@ const (
 	ProfileSource_PROFILE_SOURCE_GUIDANCE ProfileSource = 3
 	// The configured fallback for methods nothing else matched.
 	ProfileSource_PROFILE_SOURCE_FALLBACK ProfileSource = 4
+	// A sub-key mapping (configuration "sub_keys") matched the call's sub-key.
+	ProfileSource_PROFILE_SOURCE_SUB_KEY ProfileSource = 5
 )
 
 // Enum value maps for ProfileSource.
@@ -56,6 +58,7 @@ var (
 		2: "PROFILE_SOURCE_METHOD_OPTION",
 		3: "PROFILE_SOURCE_GUIDANCE",
 		4: "PROFILE_SOURCE_FALLBACK",
+		5: "PROFILE_SOURCE_SUB_KEY",
 	}
 	ProfileSource_value = map[string]int32{
 		"PROFILE_SOURCE_UNSPECIFIED":   0,
@@ -63,6 +66,7 @@ var (
 		"PROFILE_SOURCE_METHOD_OPTION": 2,
 		"PROFILE_SOURCE_GUIDANCE":      3,
 		"PROFILE_SOURCE_FALLBACK":      4,
+		"PROFILE_SOURCE_SUB_KEY":       5,
 	}
 )
 
@@ -374,7 +378,14 @@ func (*ListProfilesRequest) Descriptor() ([]byte, []int) {
 type ListProfilesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Profiles sorted by name.
-	Profiles      []*TimeoutProfile `protobuf:"bytes,1,rep,name=profiles,proto3" json:"profiles,omitempty"`
+	Profiles []*TimeoutProfile `protobuf:"bytes,1,rep,name=profiles,proto3" json:"profiles,omitempty"`
+	// The sub-key mappings (configuration "sub_keys"), sorted by pattern. A
+	// server that supplies sub-keys for some methods (sessiongate: the agent of
+	// RunJob, SubmitJob and WatchJob) gives their calls the profile of the
+	// first mapping the call's sub-key matches.
+	SubKeys []*SubKeyMapping `protobuf:"bytes,2,rep,name=sub_keys,json=subKeys,proto3" json:"sub_keys,omitempty"`
+	// The methods whose calls carry sub-keys, sorted.
+	SubKeyMethods []string `protobuf:"bytes,3,rep,name=sub_key_methods,json=subKeyMethods,proto3" json:"sub_key_methods,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -416,20 +427,102 @@ func (x *ListProfilesResponse) GetProfiles() []*TimeoutProfile {
 	return nil
 }
 
+func (x *ListProfilesResponse) GetSubKeys() []*SubKeyMapping {
+	if x != nil {
+		return x.SubKeys
+	}
+	return nil
+}
+
+func (x *ListProfilesResponse) GetSubKeyMethods() []string {
+	if x != nil {
+		return x.SubKeyMethods
+	}
+	return nil
+}
+
+// SubKeyMapping maps a sub-key pattern to a profile.
+type SubKeyMapping struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// An exact sub-key ("code-review", "code-review@2.0.0") or a glob
+	// ("review-*", "code-review@2.*"; path.Match syntax).
+	Pattern string `protobuf:"bytes,1,opt,name=pattern,proto3" json:"pattern,omitempty"`
+	// The profile calls with a matching sub-key get.
+	ProfileName string `protobuf:"bytes,2,opt,name=profile_name,json=profileName,proto3" json:"profile_name,omitempty"`
+	// The streaming limits for streaming methods, if the mapping sets them.
+	Streaming     *StreamingTimeoutPolicy `protobuf:"bytes,3,opt,name=streaming,proto3" json:"streaming,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubKeyMapping) Reset() {
+	*x = SubKeyMapping{}
+	mi := &file_timeoutprofile_v1_timeoutprofile_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubKeyMapping) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubKeyMapping) ProtoMessage() {}
+
+func (x *SubKeyMapping) ProtoReflect() protoreflect.Message {
+	mi := &file_timeoutprofile_v1_timeoutprofile_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubKeyMapping.ProtoReflect.Descriptor instead.
+func (*SubKeyMapping) Descriptor() ([]byte, []int) {
+	return file_timeoutprofile_v1_timeoutprofile_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *SubKeyMapping) GetPattern() string {
+	if x != nil {
+		return x.Pattern
+	}
+	return ""
+}
+
+func (x *SubKeyMapping) GetProfileName() string {
+	if x != nil {
+		return x.ProfileName
+	}
+	return ""
+}
+
+func (x *SubKeyMapping) GetStreaming() *StreamingTimeoutPolicy {
+	if x != nil {
+		return x.Streaming
+	}
+	return nil
+}
+
 // ResolveProfileRequest names a method.
 type ResolveProfileRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Full method name, "/package.Service/Method".
 	FullMethod string `protobuf:"bytes,1,opt,name=full_method,json=fullMethod,proto3" json:"full_method,omitempty"`
 	// Optional caller identity, to include its per-caller overrides.
-	Caller        string `protobuf:"bytes,2,opt,name=caller,proto3" json:"caller,omitempty"`
+	Caller string `protobuf:"bytes,2,opt,name=caller,proto3" json:"caller,omitempty"`
+	// Optional sub-key of the call (sessiongate: the agent, "name" or
+	// "name@version"), for methods that carry sub-keys.
+	SubKey        string `protobuf:"bytes,3,opt,name=sub_key,json=subKey,proto3" json:"sub_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ResolveProfileRequest) Reset() {
 	*x = ResolveProfileRequest{}
-	mi := &file_timeoutprofile_v1_timeoutprofile_proto_msgTypes[5]
+	mi := &file_timeoutprofile_v1_timeoutprofile_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -441,7 +534,7 @@ func (x *ResolveProfileRequest) String() string {
 func (*ResolveProfileRequest) ProtoMessage() {}
 
 func (x *ResolveProfileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_timeoutprofile_v1_timeoutprofile_proto_msgTypes[5]
+	mi := &file_timeoutprofile_v1_timeoutprofile_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -454,7 +547,7 @@ func (x *ResolveProfileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveProfileRequest.ProtoReflect.Descriptor instead.
 func (*ResolveProfileRequest) Descriptor() ([]byte, []int) {
-	return file_timeoutprofile_v1_timeoutprofile_proto_rawDescGZIP(), []int{5}
+	return file_timeoutprofile_v1_timeoutprofile_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ResolveProfileRequest) GetFullMethod() string {
@@ -471,6 +564,13 @@ func (x *ResolveProfileRequest) GetCaller() string {
 	return ""
 }
 
+func (x *ResolveProfileRequest) GetSubKey() string {
+	if x != nil {
+		return x.SubKey
+	}
+	return ""
+}
+
 // ResolveProfileResponse is the outcome of profile selection for a method.
 type ResolveProfileResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -483,14 +583,17 @@ type ResolveProfileResponse struct {
 	// The streaming limits configured or declared for the method, if any. It is
 	// reported whatever the method's streaming kind; only streaming calls
 	// enforce it.
-	Streaming     *StreamingTimeoutPolicy `protobuf:"bytes,4,opt,name=streaming,proto3" json:"streaming,omitempty"`
+	Streaming *StreamingTimeoutPolicy `protobuf:"bytes,4,opt,name=streaming,proto3" json:"streaming,omitempty"`
+	// The sub-key mapping's pattern that chose the profile, when source is
+	// PROFILE_SOURCE_SUB_KEY.
+	SubKeyPattern string `protobuf:"bytes,5,opt,name=sub_key_pattern,json=subKeyPattern,proto3" json:"sub_key_pattern,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ResolveProfileResponse) Reset() {
 	*x = ResolveProfileResponse{}
-	mi := &file_timeoutprofile_v1_timeoutprofile_proto_msgTypes[6]
+	mi := &file_timeoutprofile_v1_timeoutprofile_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -502,7 +605,7 @@ func (x *ResolveProfileResponse) String() string {
 func (*ResolveProfileResponse) ProtoMessage() {}
 
 func (x *ResolveProfileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_timeoutprofile_v1_timeoutprofile_proto_msgTypes[6]
+	mi := &file_timeoutprofile_v1_timeoutprofile_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -515,7 +618,7 @@ func (x *ResolveProfileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveProfileResponse.ProtoReflect.Descriptor instead.
 func (*ResolveProfileResponse) Descriptor() ([]byte, []int) {
-	return file_timeoutprofile_v1_timeoutprofile_proto_rawDescGZIP(), []int{6}
+	return file_timeoutprofile_v1_timeoutprofile_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ResolveProfileResponse) GetProfile() *TimeoutProfile {
@@ -544,6 +647,13 @@ func (x *ResolveProfileResponse) GetStreaming() *StreamingTimeoutPolicy {
 		return x.Streaming
 	}
 	return nil
+}
+
+func (x *ResolveProfileResponse) GetSubKeyPattern() string {
+	if x != nil {
+		return x.SubKeyPattern
+	}
+	return ""
 }
 
 var file_timeoutprofile_v1_timeoutprofile_proto_extTypes = []protoimpl.ExtensionInfo{
@@ -602,24 +712,33 @@ const file_timeoutprofile_v1_timeoutprofile_proto_rawDesc = "" +
 	"\aservice\x18\x04 \x01(\tR\aservice\x12\x16\n" +
 	"\x06method\x18\x05 \x01(\tR\x06method\x12\x14\n" +
 	"\x05limit\x18\x06 \x01(\tR\x05limit\"\x15\n" +
-	"\x13ListProfilesRequest\"U\n" +
+	"\x13ListProfilesRequest\"\xba\x01\n" +
 	"\x14ListProfilesResponse\x12=\n" +
-	"\bprofiles\x18\x01 \x03(\v2!.timeoutprofile.v1.TimeoutProfileR\bprofiles\"P\n" +
+	"\bprofiles\x18\x01 \x03(\v2!.timeoutprofile.v1.TimeoutProfileR\bprofiles\x12;\n" +
+	"\bsub_keys\x18\x02 \x03(\v2 .timeoutprofile.v1.SubKeyMappingR\asubKeys\x12&\n" +
+	"\x0fsub_key_methods\x18\x03 \x03(\tR\rsubKeyMethods\"\x95\x01\n" +
+	"\rSubKeyMapping\x12\x18\n" +
+	"\apattern\x18\x01 \x01(\tR\apattern\x12!\n" +
+	"\fprofile_name\x18\x02 \x01(\tR\vprofileName\x12G\n" +
+	"\tstreaming\x18\x03 \x01(\v2).timeoutprofile.v1.StreamingTimeoutPolicyR\tstreaming\"i\n" +
 	"\x15ResolveProfileRequest\x12\x1f\n" +
 	"\vfull_method\x18\x01 \x01(\tR\n" +
 	"fullMethod\x12\x16\n" +
-	"\x06caller\x18\x02 \x01(\tR\x06caller\"\xf0\x01\n" +
+	"\x06caller\x18\x02 \x01(\tR\x06caller\x12\x17\n" +
+	"\asub_key\x18\x03 \x01(\tR\x06subKey\"\x98\x02\n" +
 	"\x16ResolveProfileResponse\x12;\n" +
 	"\aprofile\x18\x01 \x01(\v2!.timeoutprofile.v1.TimeoutProfileR\aprofile\x128\n" +
 	"\x06source\x18\x02 \x01(\x0e2 .timeoutprofile.v1.ProfileSourceR\x06source\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12G\n" +
-	"\tstreaming\x18\x04 \x01(\v2).timeoutprofile.v1.StreamingTimeoutPolicyR\tstreaming*\xa6\x01\n" +
+	"\tstreaming\x18\x04 \x01(\v2).timeoutprofile.v1.StreamingTimeoutPolicyR\tstreaming\x12&\n" +
+	"\x0fsub_key_pattern\x18\x05 \x01(\tR\rsubKeyPattern*\xc2\x01\n" +
 	"\rProfileSource\x12\x1e\n" +
 	"\x1aPROFILE_SOURCE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15PROFILE_SOURCE_CONFIG\x10\x01\x12 \n" +
 	"\x1cPROFILE_SOURCE_METHOD_OPTION\x10\x02\x12\x1b\n" +
 	"\x17PROFILE_SOURCE_GUIDANCE\x10\x03\x12\x1b\n" +
-	"\x17PROFILE_SOURCE_FALLBACK\x10\x042\x89\x02\n" +
+	"\x17PROFILE_SOURCE_FALLBACK\x10\x04\x12\x1a\n" +
+	"\x16PROFILE_SOURCE_SUB_KEY\x10\x052\x89\x02\n" +
 	"\x15TimeoutProfileService\x12t\n" +
 	"\fListProfiles\x12&.timeoutprofile.v1.ListProfilesRequest\x1a'.timeoutprofile.v1.ListProfilesResponse\"\x13\xca\xf3\x18\x0fworkflow_status\x12z\n" +
 	"\x0eResolveProfile\x12(.timeoutprofile.v1.ResolveProfileRequest\x1a).timeoutprofile.v1.ResolveProfileResponse\"\x13\xca\xf3\x18\x0fworkflow_status::\n" +
@@ -640,7 +759,7 @@ func file_timeoutprofile_v1_timeoutprofile_proto_rawDescGZIP() []byte {
 }
 
 var file_timeoutprofile_v1_timeoutprofile_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_timeoutprofile_v1_timeoutprofile_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_timeoutprofile_v1_timeoutprofile_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_timeoutprofile_v1_timeoutprofile_proto_goTypes = []any{
 	(ProfileSource)(0),                 // 0: timeoutprofile.v1.ProfileSource
 	(*TimeoutProfile)(nil),             // 1: timeoutprofile.v1.TimeoutProfile
@@ -648,27 +767,30 @@ var file_timeoutprofile_v1_timeoutprofile_proto_goTypes = []any{
 	(*TimeoutExceeded)(nil),            // 3: timeoutprofile.v1.TimeoutExceeded
 	(*ListProfilesRequest)(nil),        // 4: timeoutprofile.v1.ListProfilesRequest
 	(*ListProfilesResponse)(nil),       // 5: timeoutprofile.v1.ListProfilesResponse
-	(*ResolveProfileRequest)(nil),      // 6: timeoutprofile.v1.ResolveProfileRequest
-	(*ResolveProfileResponse)(nil),     // 7: timeoutprofile.v1.ResolveProfileResponse
-	(*descriptorpb.MethodOptions)(nil), // 8: google.protobuf.MethodOptions
+	(*SubKeyMapping)(nil),              // 6: timeoutprofile.v1.SubKeyMapping
+	(*ResolveProfileRequest)(nil),      // 7: timeoutprofile.v1.ResolveProfileRequest
+	(*ResolveProfileResponse)(nil),     // 8: timeoutprofile.v1.ResolveProfileResponse
+	(*descriptorpb.MethodOptions)(nil), // 9: google.protobuf.MethodOptions
 }
 var file_timeoutprofile_v1_timeoutprofile_proto_depIdxs = []int32{
-	1, // 0: timeoutprofile.v1.ListProfilesResponse.profiles:type_name -> timeoutprofile.v1.TimeoutProfile
-	1, // 1: timeoutprofile.v1.ResolveProfileResponse.profile:type_name -> timeoutprofile.v1.TimeoutProfile
-	0, // 2: timeoutprofile.v1.ResolveProfileResponse.source:type_name -> timeoutprofile.v1.ProfileSource
-	2, // 3: timeoutprofile.v1.ResolveProfileResponse.streaming:type_name -> timeoutprofile.v1.StreamingTimeoutPolicy
-	8, // 4: timeoutprofile.v1.profile:extendee -> google.protobuf.MethodOptions
-	8, // 5: timeoutprofile.v1.streaming:extendee -> google.protobuf.MethodOptions
-	2, // 6: timeoutprofile.v1.streaming:type_name -> timeoutprofile.v1.StreamingTimeoutPolicy
-	4, // 7: timeoutprofile.v1.TimeoutProfileService.ListProfiles:input_type -> timeoutprofile.v1.ListProfilesRequest
-	6, // 8: timeoutprofile.v1.TimeoutProfileService.ResolveProfile:input_type -> timeoutprofile.v1.ResolveProfileRequest
-	5, // 9: timeoutprofile.v1.TimeoutProfileService.ListProfiles:output_type -> timeoutprofile.v1.ListProfilesResponse
-	7, // 10: timeoutprofile.v1.TimeoutProfileService.ResolveProfile:output_type -> timeoutprofile.v1.ResolveProfileResponse
-	9, // [9:11] is the sub-list for method output_type
-	7, // [7:9] is the sub-list for method input_type
-	6, // [6:7] is the sub-list for extension type_name
-	4, // [4:6] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	1,  // 0: timeoutprofile.v1.ListProfilesResponse.profiles:type_name -> timeoutprofile.v1.TimeoutProfile
+	6,  // 1: timeoutprofile.v1.ListProfilesResponse.sub_keys:type_name -> timeoutprofile.v1.SubKeyMapping
+	2,  // 2: timeoutprofile.v1.SubKeyMapping.streaming:type_name -> timeoutprofile.v1.StreamingTimeoutPolicy
+	1,  // 3: timeoutprofile.v1.ResolveProfileResponse.profile:type_name -> timeoutprofile.v1.TimeoutProfile
+	0,  // 4: timeoutprofile.v1.ResolveProfileResponse.source:type_name -> timeoutprofile.v1.ProfileSource
+	2,  // 5: timeoutprofile.v1.ResolveProfileResponse.streaming:type_name -> timeoutprofile.v1.StreamingTimeoutPolicy
+	9,  // 6: timeoutprofile.v1.profile:extendee -> google.protobuf.MethodOptions
+	9,  // 7: timeoutprofile.v1.streaming:extendee -> google.protobuf.MethodOptions
+	2,  // 8: timeoutprofile.v1.streaming:type_name -> timeoutprofile.v1.StreamingTimeoutPolicy
+	4,  // 9: timeoutprofile.v1.TimeoutProfileService.ListProfiles:input_type -> timeoutprofile.v1.ListProfilesRequest
+	7,  // 10: timeoutprofile.v1.TimeoutProfileService.ResolveProfile:input_type -> timeoutprofile.v1.ResolveProfileRequest
+	5,  // 11: timeoutprofile.v1.TimeoutProfileService.ListProfiles:output_type -> timeoutprofile.v1.ListProfilesResponse
+	8,  // 12: timeoutprofile.v1.TimeoutProfileService.ResolveProfile:output_type -> timeoutprofile.v1.ResolveProfileResponse
+	11, // [11:13] is the sub-list for method output_type
+	9,  // [9:11] is the sub-list for method input_type
+	8,  // [8:9] is the sub-list for extension type_name
+	6,  // [6:8] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_timeoutprofile_v1_timeoutprofile_proto_init() }
@@ -682,7 +804,7 @@ func file_timeoutprofile_v1_timeoutprofile_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_timeoutprofile_v1_timeoutprofile_proto_rawDesc), len(file_timeoutprofile_v1_timeoutprofile_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   7,
+			NumMessages:   8,
 			NumExtensions: 2,
 			NumServices:   1,
 		},

@@ -14,7 +14,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import descriptor_pb2 as google_dot_protobuf_dot_descriptor__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&timeoutprofile/v1/timeoutprofile.proto\x12\x11timeoutprofile.v1\x1a google/protobuf/descriptor.proto\"\xd4\x01\n\x0eTimeoutProfile\x12!\n\x0cprofile_name\x18\x01 \x01(\tR\x0bprofileName\x12,\n\x12\x64\x65\x66\x61ult_timeout_ms\x18\x02 \x01(\rR\x10\x64\x65\x66\x61ultTimeoutMs\x12$\n\x0emin_timeout_ms\x18\x03 \x01(\rR\x0cminTimeoutMs\x12$\n\x0emax_timeout_ms\x18\x04 \x01(\rR\x0cmaxTimeoutMs\x12%\n\x0e\x61llow_infinite\x18\x05 \x01(\x08R\rallowInfinite\"\xa5\x01\n\x16StreamingTimeoutPolicy\x12,\n\x12initial_timeout_ms\x18\x01 \x01(\rR\x10initialTimeoutMs\x12\x33\n\x16message_gap_timeout_ms\x18\x02 \x01(\rR\x13messageGapTimeoutMs\x12(\n\x10total_timeout_ms\x18\x03 \x01(\rR\x0etotalTimeoutMs\"\xcf\x01\n\x0fTimeoutExceeded\x12!\n\x0cprofile_name\x18\x01 \x01(\tR\x0bprofileName\x12\x32\n\x15\x63onfigured_timeout_ms\x18\x02 \x01(\rR\x13\x63onfiguredTimeoutMs\x12\x1d\n\nelapsed_ms\x18\x03 \x01(\rR\telapsedMs\x12\x18\n\x07service\x18\x04 \x01(\tR\x07service\x12\x16\n\x06method\x18\x05 \x01(\tR\x06method\x12\x14\n\x05limit\x18\x06 \x01(\tR\x05limit\"\x15\n\x13ListProfilesRequest\"U\n\x14ListProfilesResponse\x12=\n\x08profiles\x18\x01 \x03(\x0b\x32!.timeoutprofile.v1.TimeoutProfileR\x08profiles\"P\n\x15ResolveProfileRequest\x12\x1f\n\x0b\x66ull_method\x18\x01 \x01(\tR\nfullMethod\x12\x16\n\x06\x63\x61ller\x18\x02 \x01(\tR\x06\x63\x61ller\"\xf0\x01\n\x16ResolveProfileResponse\x12;\n\x07profile\x18\x01 \x01(\x0b\x32!.timeoutprofile.v1.TimeoutProfileR\x07profile\x12\x38\n\x06source\x18\x02 \x01(\x0e\x32 .timeoutprofile.v1.ProfileSourceR\x06source\x12\x16\n\x06reason\x18\x03 \x01(\tR\x06reason\x12G\n\tstreaming\x18\x04 \x01(\x0b\x32).timeoutprofile.v1.StreamingTimeoutPolicyR\tstreaming*\xa6\x01\n\rProfileSource\x12\x1e\n\x1aPROFILE_SOURCE_UNSPECIFIED\x10\x00\x12\x19\n\x15PROFILE_SOURCE_CONFIG\x10\x01\x12 \n\x1cPROFILE_SOURCE_METHOD_OPTION\x10\x02\x12\x1b\n\x17PROFILE_SOURCE_GUIDANCE\x10\x03\x12\x1b\n\x17PROFILE_SOURCE_FALLBACK\x10\x04\x32\x89\x02\n\x15TimeoutProfileService\x12t\n\x0cListProfiles\x12&.timeoutprofile.v1.ListProfilesRequest\x1a\'.timeoutprofile.v1.ListProfilesResponse\"\x13\xca\xf3\x18\x0fworkflow_status\x12z\n\x0eResolveProfile\x12(.timeoutprofile.v1.ResolveProfileRequest\x1a).timeoutprofile.v1.ResolveProfileResponse\"\x13\xca\xf3\x18\x0fworkflow_status::\n\x07profile\x12\x1e.google.protobuf.MethodOptions\x18\xb9\x8e\x03 \x01(\tR\x07profile:i\n\tstreaming\x12\x1e.google.protobuf.MethodOptions\x18\xba\x8e\x03 \x01(\x0b\x32).timeoutprofile.v1.StreamingTimeoutPolicyR\tstreamingb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&timeoutprofile/v1/timeoutprofile.proto\x12\x11timeoutprofile.v1\x1a google/protobuf/descriptor.proto\"\xd4\x01\n\x0eTimeoutProfile\x12!\n\x0cprofile_name\x18\x01 \x01(\tR\x0bprofileName\x12,\n\x12\x64\x65\x66\x61ult_timeout_ms\x18\x02 \x01(\rR\x10\x64\x65\x66\x61ultTimeoutMs\x12$\n\x0emin_timeout_ms\x18\x03 \x01(\rR\x0cminTimeoutMs\x12$\n\x0emax_timeout_ms\x18\x04 \x01(\rR\x0cmaxTimeoutMs\x12%\n\x0e\x61llow_infinite\x18\x05 \x01(\x08R\rallowInfinite\"\xa5\x01\n\x16StreamingTimeoutPolicy\x12,\n\x12initial_timeout_ms\x18\x01 \x01(\rR\x10initialTimeoutMs\x12\x33\n\x16message_gap_timeout_ms\x18\x02 \x01(\rR\x13messageGapTimeoutMs\x12(\n\x10total_timeout_ms\x18\x03 \x01(\rR\x0etotalTimeoutMs\"\xcf\x01\n\x0fTimeoutExceeded\x12!\n\x0cprofile_name\x18\x01 \x01(\tR\x0bprofileName\x12\x32\n\x15\x63onfigured_timeout_ms\x18\x02 \x01(\rR\x13\x63onfiguredTimeoutMs\x12\x1d\n\nelapsed_ms\x18\x03 \x01(\rR\telapsedMs\x12\x18\n\x07service\x18\x04 \x01(\tR\x07service\x12\x16\n\x06method\x18\x05 \x01(\tR\x06method\x12\x14\n\x05limit\x18\x06 \x01(\tR\x05limit\"\x15\n\x13ListProfilesRequest\"\xba\x01\n\x14ListProfilesResponse\x12=\n\x08profiles\x18\x01 \x03(\x0b\x32!.timeoutprofile.v1.TimeoutProfileR\x08profiles\x12;\n\x08sub_keys\x18\x02 \x03(\x0b\x32 .timeoutprofile.v1.SubKeyMappingR\x07subKeys\x12&\n\x0fsub_key_methods\x18\x03 \x03(\tR\rsubKeyMethods\"\x95\x01\n\rSubKeyMapping\x12\x18\n\x07pattern\x18\x01 \x01(\tR\x07pattern\x12!\n\x0cprofile_name\x18\x02 \x01(\tR\x0bprofileName\x12G\n\tstreaming\x18\x03 \x01(\x0b\x32).timeoutprofile.v1.StreamingTimeoutPolicyR\tstreaming\"i\n\x15ResolveProfileRequest\x12\x1f\n\x0b\x66ull_method\x18\x01 \x01(\tR\nfullMethod\x12\x16\n\x06\x63\x61ller\x18\x02 \x01(\tR\x06\x63\x61ller\x12\x17\n\x07sub_key\x18\x03 \x01(\tR\x06subKey\"\x98\x02\n\x16ResolveProfileResponse\x12;\n\x07profile\x18\x01 \x01(\x0b\x32!.timeoutprofile.v1.TimeoutProfileR\x07profile\x12\x38\n\x06source\x18\x02 \x01(\x0e\x32 .timeoutprofile.v1.ProfileSourceR\x06source\x12\x16\n\x06reason\x18\x03 \x01(\tR\x06reason\x12G\n\tstreaming\x18\x04 \x01(\x0b\x32).timeoutprofile.v1.StreamingTimeoutPolicyR\tstreaming\x12&\n\x0fsub_key_pattern\x18\x05 \x01(\tR\rsubKeyPattern*\xc2\x01\n\rProfileSource\x12\x1e\n\x1aPROFILE_SOURCE_UNSPECIFIED\x10\x00\x12\x19\n\x15PROFILE_SOURCE_CONFIG\x10\x01\x12 \n\x1cPROFILE_SOURCE_METHOD_OPTION\x10\x02\x12\x1b\n\x17PROFILE_SOURCE_GUIDANCE\x10\x03\x12\x1b\n\x17PROFILE_SOURCE_FALLBACK\x10\x04\x12\x1a\n\x16PROFILE_SOURCE_SUB_KEY\x10\x05\x32\x89\x02\n\x15TimeoutProfileService\x12t\n\x0cListProfiles\x12&.timeoutprofile.v1.ListProfilesRequest\x1a\'.timeoutprofile.v1.ListProfilesResponse\"\x13\xca\xf3\x18\x0fworkflow_status\x12z\n\x0eResolveProfile\x12(.timeoutprofile.v1.ResolveProfileRequest\x1a).timeoutprofile.v1.ResolveProfileResponse\"\x13\xca\xf3\x18\x0fworkflow_status::\n\x07profile\x12\x1e.google.protobuf.MethodOptions\x18\xb9\x8e\x03 \x01(\tR\x07profile:i\n\tstreaming\x12\x1e.google.protobuf.MethodOptions\x18\xba\x8e\x03 \x01(\x0b\x32).timeoutprofile.v1.StreamingTimeoutPolicyR\tstreamingb\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'timeoutprofile.v1.timeoutprofile_pb2', globals())
@@ -27,8 +27,8 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _TIMEOUTPROFILESERVICE.methods_by_name['ListProfiles']._serialized_options = b'\312\363\030\017workflow_status'
   _TIMEOUTPROFILESERVICE.methods_by_name['ResolveProfile']._options = None
   _TIMEOUTPROFILESERVICE.methods_by_name['ResolveProfile']._serialized_options = b'\312\363\030\017workflow_status'
-  _PROFILESOURCE._serialized_start=1124
-  _PROFILESOURCE._serialized_end=1290
+  _PROFILESOURCE._serialized_start=1443
+  _PROFILESOURCE._serialized_end=1637
   _TIMEOUTPROFILE._serialized_start=96
   _TIMEOUTPROFILE._serialized_end=308
   _STREAMINGTIMEOUTPOLICY._serialized_start=311
@@ -37,12 +37,14 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _TIMEOUTEXCEEDED._serialized_end=686
   _LISTPROFILESREQUEST._serialized_start=688
   _LISTPROFILESREQUEST._serialized_end=709
-  _LISTPROFILESRESPONSE._serialized_start=711
-  _LISTPROFILESRESPONSE._serialized_end=796
-  _RESOLVEPROFILEREQUEST._serialized_start=798
-  _RESOLVEPROFILEREQUEST._serialized_end=878
-  _RESOLVEPROFILERESPONSE._serialized_start=881
-  _RESOLVEPROFILERESPONSE._serialized_end=1121
-  _TIMEOUTPROFILESERVICE._serialized_start=1293
-  _TIMEOUTPROFILESERVICE._serialized_end=1558
+  _LISTPROFILESRESPONSE._serialized_start=712
+  _LISTPROFILESRESPONSE._serialized_end=898
+  _SUBKEYMAPPING._serialized_start=901
+  _SUBKEYMAPPING._serialized_end=1050
+  _RESOLVEPROFILEREQUEST._serialized_start=1052
+  _RESOLVEPROFILEREQUEST._serialized_end=1157
+  _RESOLVEPROFILERESPONSE._serialized_start=1160
+  _RESOLVEPROFILERESPONSE._serialized_end=1440
+  _TIMEOUTPROFILESERVICE._serialized_start=1640
+  _TIMEOUTPROFILESERVICE._serialized_end=1905
 # @@protoc_insertion_point(module_scope)

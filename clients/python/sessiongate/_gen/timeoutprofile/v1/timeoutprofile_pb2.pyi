@@ -11,6 +11,7 @@ PROFILE_SOURCE_CONFIG: ProfileSource
 PROFILE_SOURCE_FALLBACK: ProfileSource
 PROFILE_SOURCE_GUIDANCE: ProfileSource
 PROFILE_SOURCE_METHOD_OPTION: ProfileSource
+PROFILE_SOURCE_SUB_KEY: ProfileSource
 PROFILE_SOURCE_UNSPECIFIED: ProfileSource
 STREAMING_FIELD_NUMBER: _ClassVar[int]
 profile: _descriptor.FieldDescriptor
@@ -21,30 +22,38 @@ class ListProfilesRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ListProfilesResponse(_message.Message):
-    __slots__ = ["profiles"]
+    __slots__ = ["profiles", "sub_key_methods", "sub_keys"]
     PROFILES_FIELD_NUMBER: _ClassVar[int]
+    SUB_KEYS_FIELD_NUMBER: _ClassVar[int]
+    SUB_KEY_METHODS_FIELD_NUMBER: _ClassVar[int]
     profiles: _containers.RepeatedCompositeFieldContainer[TimeoutProfile]
-    def __init__(self, profiles: _Optional[_Iterable[_Union[TimeoutProfile, _Mapping]]] = ...) -> None: ...
+    sub_key_methods: _containers.RepeatedScalarFieldContainer[str]
+    sub_keys: _containers.RepeatedCompositeFieldContainer[SubKeyMapping]
+    def __init__(self, profiles: _Optional[_Iterable[_Union[TimeoutProfile, _Mapping]]] = ..., sub_keys: _Optional[_Iterable[_Union[SubKeyMapping, _Mapping]]] = ..., sub_key_methods: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ResolveProfileRequest(_message.Message):
-    __slots__ = ["caller", "full_method"]
+    __slots__ = ["caller", "full_method", "sub_key"]
     CALLER_FIELD_NUMBER: _ClassVar[int]
     FULL_METHOD_FIELD_NUMBER: _ClassVar[int]
+    SUB_KEY_FIELD_NUMBER: _ClassVar[int]
     caller: str
     full_method: str
-    def __init__(self, full_method: _Optional[str] = ..., caller: _Optional[str] = ...) -> None: ...
+    sub_key: str
+    def __init__(self, full_method: _Optional[str] = ..., caller: _Optional[str] = ..., sub_key: _Optional[str] = ...) -> None: ...
 
 class ResolveProfileResponse(_message.Message):
-    __slots__ = ["profile", "reason", "source", "streaming"]
+    __slots__ = ["profile", "reason", "source", "streaming", "sub_key_pattern"]
     PROFILE_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     STREAMING_FIELD_NUMBER: _ClassVar[int]
+    SUB_KEY_PATTERN_FIELD_NUMBER: _ClassVar[int]
     profile: TimeoutProfile
     reason: str
     source: ProfileSource
     streaming: StreamingTimeoutPolicy
-    def __init__(self, profile: _Optional[_Union[TimeoutProfile, _Mapping]] = ..., source: _Optional[_Union[ProfileSource, str]] = ..., reason: _Optional[str] = ..., streaming: _Optional[_Union[StreamingTimeoutPolicy, _Mapping]] = ...) -> None: ...
+    sub_key_pattern: str
+    def __init__(self, profile: _Optional[_Union[TimeoutProfile, _Mapping]] = ..., source: _Optional[_Union[ProfileSource, str]] = ..., reason: _Optional[str] = ..., streaming: _Optional[_Union[StreamingTimeoutPolicy, _Mapping]] = ..., sub_key_pattern: _Optional[str] = ...) -> None: ...
 
 class StreamingTimeoutPolicy(_message.Message):
     __slots__ = ["initial_timeout_ms", "message_gap_timeout_ms", "total_timeout_ms"]
@@ -55,6 +64,16 @@ class StreamingTimeoutPolicy(_message.Message):
     message_gap_timeout_ms: int
     total_timeout_ms: int
     def __init__(self, initial_timeout_ms: _Optional[int] = ..., message_gap_timeout_ms: _Optional[int] = ..., total_timeout_ms: _Optional[int] = ...) -> None: ...
+
+class SubKeyMapping(_message.Message):
+    __slots__ = ["pattern", "profile_name", "streaming"]
+    PATTERN_FIELD_NUMBER: _ClassVar[int]
+    PROFILE_NAME_FIELD_NUMBER: _ClassVar[int]
+    STREAMING_FIELD_NUMBER: _ClassVar[int]
+    pattern: str
+    profile_name: str
+    streaming: StreamingTimeoutPolicy
+    def __init__(self, pattern: _Optional[str] = ..., profile_name: _Optional[str] = ..., streaming: _Optional[_Union[StreamingTimeoutPolicy, _Mapping]] = ...) -> None: ...
 
 class TimeoutExceeded(_message.Message):
     __slots__ = ["configured_timeout_ms", "elapsed_ms", "limit", "method", "profile_name", "service"]

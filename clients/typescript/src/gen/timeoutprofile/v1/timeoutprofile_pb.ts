@@ -23,7 +23,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file timeoutprofile/v1/timeoutprofile.proto.
  */
 export const file_timeoutprofile_v1_timeoutprofile: GenFile = /*@__PURE__*/
-  fileDesc("CiZ0aW1lb3V0cHJvZmlsZS92MS90aW1lb3V0cHJvZmlsZS5wcm90bxIRdGltZW91dHByb2ZpbGUudjEiigEKDlRpbWVvdXRQcm9maWxlEhQKDHByb2ZpbGVfbmFtZRgBIAEoCRIaChJkZWZhdWx0X3RpbWVvdXRfbXMYAiABKA0SFgoObWluX3RpbWVvdXRfbXMYAyABKA0SFgoObWF4X3RpbWVvdXRfbXMYBCABKA0SFgoOYWxsb3dfaW5maW5pdGUYBSABKAgibgoWU3RyZWFtaW5nVGltZW91dFBvbGljeRIaChJpbml0aWFsX3RpbWVvdXRfbXMYASABKA0SHgoWbWVzc2FnZV9nYXBfdGltZW91dF9tcxgCIAEoDRIYChB0b3RhbF90aW1lb3V0X21zGAMgASgNIooBCg9UaW1lb3V0RXhjZWVkZWQSFAoMcHJvZmlsZV9uYW1lGAEgASgJEh0KFWNvbmZpZ3VyZWRfdGltZW91dF9tcxgCIAEoDRISCgplbGFwc2VkX21zGAMgASgNEg8KB3NlcnZpY2UYBCABKAkSDgoGbWV0aG9kGAUgASgJEg0KBWxpbWl0GAYgASgJIhUKE0xpc3RQcm9maWxlc1JlcXVlc3QiSwoUTGlzdFByb2ZpbGVzUmVzcG9uc2USMwoIcHJvZmlsZXMYASADKAsyIS50aW1lb3V0cHJvZmlsZS52MS5UaW1lb3V0UHJvZmlsZSI8ChVSZXNvbHZlUHJvZmlsZVJlcXVlc3QSEwoLZnVsbF9tZXRob2QYASABKAkSDgoGY2FsbGVyGAIgASgJIswBChZSZXNvbHZlUHJvZmlsZVJlc3BvbnNlEjIKB3Byb2ZpbGUYASABKAsyIS50aW1lb3V0cHJvZmlsZS52MS5UaW1lb3V0UHJvZmlsZRIwCgZzb3VyY2UYAiABKA4yIC50aW1lb3V0cHJvZmlsZS52MS5Qcm9maWxlU291cmNlEg4KBnJlYXNvbhgDIAEoCRI8CglzdHJlYW1pbmcYBCABKAsyKS50aW1lb3V0cHJvZmlsZS52MS5TdHJlYW1pbmdUaW1lb3V0UG9saWN5KqYBCg1Qcm9maWxlU291cmNlEh4KGlBST0ZJTEVfU09VUkNFX1VOU1BFQ0lGSUVEEAASGQoVUFJPRklMRV9TT1VSQ0VfQ09ORklHEAESIAocUFJPRklMRV9TT1VSQ0VfTUVUSE9EX09QVElPThACEhsKF1BST0ZJTEVfU09VUkNFX0dVSURBTkNFEAMSGwoXUFJPRklMRV9TT1VSQ0VfRkFMTEJBQ0sQBDKJAgoVVGltZW91dFByb2ZpbGVTZXJ2aWNlEnQKDExpc3RQcm9maWxlcxImLnRpbWVvdXRwcm9maWxlLnYxLkxpc3RQcm9maWxlc1JlcXVlc3QaJy50aW1lb3V0cHJvZmlsZS52MS5MaXN0UHJvZmlsZXNSZXNwb25zZSITyvMYD3dvcmtmbG93X3N0YXR1cxJ6Cg5SZXNvbHZlUHJvZmlsZRIoLnRpbWVvdXRwcm9maWxlLnYxLlJlc29sdmVQcm9maWxlUmVxdWVzdBopLnRpbWVvdXRwcm9maWxlLnYxLlJlc29sdmVQcm9maWxlUmVzcG9uc2UiE8rzGA93b3JrZmxvd19zdGF0dXM6OgoHcHJvZmlsZRIeLmdvb2dsZS5wcm90b2J1Zi5NZXRob2RPcHRpb25zGLmOAyABKAlSB3Byb2ZpbGU6aQoJc3RyZWFtaW5nEh4uZ29vZ2xlLnByb3RvYnVmLk1ldGhvZE9wdGlvbnMYuo4DIAEoCzIpLnRpbWVvdXRwcm9maWxlLnYxLlN0cmVhbWluZ1RpbWVvdXRQb2xpY3lSCXN0cmVhbWluZ2IGcHJvdG8z", [file_google_protobuf_descriptor]);
+  fileDesc("CiZ0aW1lb3V0cHJvZmlsZS92MS90aW1lb3V0cHJvZmlsZS5wcm90bxIRdGltZW91dHByb2ZpbGUudjEiigEKDlRpbWVvdXRQcm9maWxlEhQKDHByb2ZpbGVfbmFtZRgBIAEoCRIaChJkZWZhdWx0X3RpbWVvdXRfbXMYAiABKA0SFgoObWluX3RpbWVvdXRfbXMYAyABKA0SFgoObWF4X3RpbWVvdXRfbXMYBCABKA0SFgoOYWxsb3dfaW5maW5pdGUYBSABKAgibgoWU3RyZWFtaW5nVGltZW91dFBvbGljeRIaChJpbml0aWFsX3RpbWVvdXRfbXMYASABKA0SHgoWbWVzc2FnZV9nYXBfdGltZW91dF9tcxgCIAEoDRIYChB0b3RhbF90aW1lb3V0X21zGAMgASgNIooBCg9UaW1lb3V0RXhjZWVkZWQSFAoMcHJvZmlsZV9uYW1lGAEgASgJEh0KFWNvbmZpZ3VyZWRfdGltZW91dF9tcxgCIAEoDRISCgplbGFwc2VkX21zGAMgASgNEg8KB3NlcnZpY2UYBCABKAkSDgoGbWV0aG9kGAUgASgJEg0KBWxpbWl0GAYgASgJIhUKE0xpc3RQcm9maWxlc1JlcXVlc3QimAEKFExpc3RQcm9maWxlc1Jlc3BvbnNlEjMKCHByb2ZpbGVzGAEgAygLMiEudGltZW91dHByb2ZpbGUudjEuVGltZW91dFByb2ZpbGUSMgoIc3ViX2tleXMYAiADKAsyIC50aW1lb3V0cHJvZmlsZS52MS5TdWJLZXlNYXBwaW5nEhcKD3N1Yl9rZXlfbWV0aG9kcxgDIAMoCSJ0Cg1TdWJLZXlNYXBwaW5nEg8KB3BhdHRlcm4YASABKAkSFAoMcHJvZmlsZV9uYW1lGAIgASgJEjwKCXN0cmVhbWluZxgDIAEoCzIpLnRpbWVvdXRwcm9maWxlLnYxLlN0cmVhbWluZ1RpbWVvdXRQb2xpY3kiTQoVUmVzb2x2ZVByb2ZpbGVSZXF1ZXN0EhMKC2Z1bGxfbWV0aG9kGAEgASgJEg4KBmNhbGxlchgCIAEoCRIPCgdzdWJfa2V5GAMgASgJIuUBChZSZXNvbHZlUHJvZmlsZVJlc3BvbnNlEjIKB3Byb2ZpbGUYASABKAsyIS50aW1lb3V0cHJvZmlsZS52MS5UaW1lb3V0UHJvZmlsZRIwCgZzb3VyY2UYAiABKA4yIC50aW1lb3V0cHJvZmlsZS52MS5Qcm9maWxlU291cmNlEg4KBnJlYXNvbhgDIAEoCRI8CglzdHJlYW1pbmcYBCABKAsyKS50aW1lb3V0cHJvZmlsZS52MS5TdHJlYW1pbmdUaW1lb3V0UG9saWN5EhcKD3N1Yl9rZXlfcGF0dGVybhgFIAEoCSrCAQoNUHJvZmlsZVNvdXJjZRIeChpQUk9GSUxFX1NPVVJDRV9VTlNQRUNJRklFRBAAEhkKFVBST0ZJTEVfU09VUkNFX0NPTkZJRxABEiAKHFBST0ZJTEVfU09VUkNFX01FVEhPRF9PUFRJT04QAhIbChdQUk9GSUxFX1NPVVJDRV9HVUlEQU5DRRADEhsKF1BST0ZJTEVfU09VUkNFX0ZBTExCQUNLEAQSGgoWUFJPRklMRV9TT1VSQ0VfU1VCX0tFWRAFMokCChVUaW1lb3V0UHJvZmlsZVNlcnZpY2USdAoMTGlzdFByb2ZpbGVzEiYudGltZW91dHByb2ZpbGUudjEuTGlzdFByb2ZpbGVzUmVxdWVzdBonLnRpbWVvdXRwcm9maWxlLnYxLkxpc3RQcm9maWxlc1Jlc3BvbnNlIhPK8xgPd29ya2Zsb3dfc3RhdHVzEnoKDlJlc29sdmVQcm9maWxlEigudGltZW91dHByb2ZpbGUudjEuUmVzb2x2ZVByb2ZpbGVSZXF1ZXN0GikudGltZW91dHByb2ZpbGUudjEuUmVzb2x2ZVByb2ZpbGVSZXNwb25zZSITyvMYD3dvcmtmbG93X3N0YXR1czo6Cgdwcm9maWxlEh4uZ29vZ2xlLnByb3RvYnVmLk1ldGhvZE9wdGlvbnMYuY4DIAEoCVIHcHJvZmlsZTppCglzdHJlYW1pbmcSHi5nb29nbGUucHJvdG9idWYuTWV0aG9kT3B0aW9ucxi6jgMgASgLMikudGltZW91dHByb2ZpbGUudjEuU3RyZWFtaW5nVGltZW91dFBvbGljeVIJc3RyZWFtaW5nYgZwcm90bzM", [file_google_protobuf_descriptor]);
 
 /**
  * TimeoutProfile is a named timeout budget (SW4-002 §1.1).
@@ -195,6 +195,23 @@ export type ListProfilesResponse = Message<"timeoutprofile.v1.ListProfilesRespon
    * @generated from field: repeated timeoutprofile.v1.TimeoutProfile profiles = 1;
    */
   profiles: TimeoutProfile[];
+
+  /**
+   * The sub-key mappings (configuration "sub_keys"), sorted by pattern. A
+   * server that supplies sub-keys for some methods (sessiongate: the agent of
+   * RunJob, SubmitJob and WatchJob) gives their calls the profile of the
+   * first mapping the call's sub-key matches.
+   *
+   * @generated from field: repeated timeoutprofile.v1.SubKeyMapping sub_keys = 2;
+   */
+  subKeys: SubKeyMapping[];
+
+  /**
+   * The methods whose calls carry sub-keys, sorted.
+   *
+   * @generated from field: repeated string sub_key_methods = 3;
+   */
+  subKeyMethods: string[];
 };
 
 /**
@@ -203,6 +220,42 @@ export type ListProfilesResponse = Message<"timeoutprofile.v1.ListProfilesRespon
  */
 export const ListProfilesResponseSchema: GenMessage<ListProfilesResponse> = /*@__PURE__*/
   messageDesc(file_timeoutprofile_v1_timeoutprofile, 4);
+
+/**
+ * SubKeyMapping maps a sub-key pattern to a profile.
+ *
+ * @generated from message timeoutprofile.v1.SubKeyMapping
+ */
+export type SubKeyMapping = Message<"timeoutprofile.v1.SubKeyMapping"> & {
+  /**
+   * An exact sub-key ("code-review", "code-review@2.0.0") or a glob
+   * ("review-*", "code-review@2.*"; path.Match syntax).
+   *
+   * @generated from field: string pattern = 1;
+   */
+  pattern: string;
+
+  /**
+   * The profile calls with a matching sub-key get.
+   *
+   * @generated from field: string profile_name = 2;
+   */
+  profileName: string;
+
+  /**
+   * The streaming limits for streaming methods, if the mapping sets them.
+   *
+   * @generated from field: timeoutprofile.v1.StreamingTimeoutPolicy streaming = 3;
+   */
+  streaming?: StreamingTimeoutPolicy | undefined;
+};
+
+/**
+ * Describes the message timeoutprofile.v1.SubKeyMapping.
+ * Use `create(SubKeyMappingSchema)` to create a new message.
+ */
+export const SubKeyMappingSchema: GenMessage<SubKeyMapping> = /*@__PURE__*/
+  messageDesc(file_timeoutprofile_v1_timeoutprofile, 5);
 
 /**
  * ResolveProfileRequest names a method.
@@ -223,6 +276,14 @@ export type ResolveProfileRequest = Message<"timeoutprofile.v1.ResolveProfileReq
    * @generated from field: string caller = 2;
    */
   caller: string;
+
+  /**
+   * Optional sub-key of the call (sessiongate: the agent, "name" or
+   * "name@version"), for methods that carry sub-keys.
+   *
+   * @generated from field: string sub_key = 3;
+   */
+  subKey: string;
 };
 
 /**
@@ -230,7 +291,7 @@ export type ResolveProfileRequest = Message<"timeoutprofile.v1.ResolveProfileReq
  * Use `create(ResolveProfileRequestSchema)` to create a new message.
  */
 export const ResolveProfileRequestSchema: GenMessage<ResolveProfileRequest> = /*@__PURE__*/
-  messageDesc(file_timeoutprofile_v1_timeoutprofile, 5);
+  messageDesc(file_timeoutprofile_v1_timeoutprofile, 6);
 
 /**
  * ResolveProfileResponse is the outcome of profile selection for a method.
@@ -267,6 +328,14 @@ export type ResolveProfileResponse = Message<"timeoutprofile.v1.ResolveProfileRe
    * @generated from field: timeoutprofile.v1.StreamingTimeoutPolicy streaming = 4;
    */
   streaming?: StreamingTimeoutPolicy | undefined;
+
+  /**
+   * The sub-key mapping's pattern that chose the profile, when source is
+   * PROFILE_SOURCE_SUB_KEY.
+   *
+   * @generated from field: string sub_key_pattern = 5;
+   */
+  subKeyPattern: string;
 };
 
 /**
@@ -274,7 +343,7 @@ export type ResolveProfileResponse = Message<"timeoutprofile.v1.ResolveProfileRe
  * Use `create(ResolveProfileResponseSchema)` to create a new message.
  */
 export const ResolveProfileResponseSchema: GenMessage<ResolveProfileResponse> = /*@__PURE__*/
-  messageDesc(file_timeoutprofile_v1_timeoutprofile, 6);
+  messageDesc(file_timeoutprofile_v1_timeoutprofile, 7);
 
 /**
  * ProfileSource says which selection rule chose the profile.
@@ -314,6 +383,13 @@ export enum ProfileSource {
    * @generated from enum value: PROFILE_SOURCE_FALLBACK = 4;
    */
   FALLBACK = 4,
+
+  /**
+   * A sub-key mapping (configuration "sub_keys") matched the call's sub-key.
+   *
+   * @generated from enum value: PROFILE_SOURCE_SUB_KEY = 5;
+   */
+  SUB_KEY = 5,
 }
 
 /**

@@ -15,6 +15,9 @@ type Counters struct {
 	DuplicateAnswers atomic.Uint64 // second answers to one submit (an earlier write and its resend)
 	BarrierTimeouts  atomic.Uint64 // reconciliation barriers the runtime left unanswered (the transport is dropped)
 	ReconciledByList atomic.Uint64 // submits lost with a transport and found by trace id in a list_jobs answer
+	Reattached       atomic.Uint64 // live jobs the runtime stopped streaming after a resume, re-attached with job.subscribe
+	JobsLost         atomic.Uint64 // jobs ended with CodeJobLost: not streamed after a resume (or another session's) and not re-attachable
+	ForeignReplays   atomic.Uint64 // idempotent replays of jobs another session created, attached here with job.subscribe
 
 	// Frames.
 	MalformedFrames    atomic.Uint64 // undecodable envelopes, wrong session_id, undecodable payloads

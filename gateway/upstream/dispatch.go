@@ -84,6 +84,9 @@ func (c *Conn) applyLocked(t *transport) {
 		switch a.Kind {
 		case correlate.Deliver:
 			c.deliverLocked(a.ID, a.Job)
+			if j := c.jobs[a.Job]; a.Foreign && j != nil && j.term == nil && !j.foreign {
+				c.attachForeignLocked(j)
+			}
 		case correlate.Fail:
 			r := c.subs[a.ID]
 			if r == nil {
@@ -316,6 +319,13 @@ func (c *Conn) onSessionErrorLocked(t *transport, env *arcp.Envelope) {
 	if c.core.Rejected(e.RequestID, &e, now) {
 		return
 	}
+	if c.onReattachAnswerLocked(t, e.RequestID, true) {
+		return
+	}
+	if rr, ok := c.reatReqs[e.RequestID]; ok && rr.job == "" {
+		delete(c.reatReqs, e.RequestID) // a refused probe: Reattach asks again after its timeout
+		return
+	}
 	r := c.pending[e.RequestID]
 	if r == nil {
 		if e.Code == arcp.CodeJobNotFound && e.JobID != "" {
@@ -445,6 +455,8 @@ known:
 		c.ctr.ProtocolViolations.Add(1)
 		return
 	}
+	c.reat.Frame(j.id, it.Seq)
+	c.jobNotFoundWhileAttachingLocked(j, &it)
 	if it.Event != nil && it.Event.Kind == "result_chunk" {
 		j.chunks.add(it.Event.Body, c.cfg.MaxResultBytes)
 	}
@@ -508,6 +520,9 @@ func (c *Conn) onJobsLocked(t *transport, env *arcp.Envelope) {
 	if c.core.ListAnswered(p.RequestID, listed, time.Now()) {
 		return
 	}
+	if c.onProbeAnswerLocked(t, p.RequestID, p) {
+		return
+	}
 	r := c.pending[p.RequestID]
 	if r == nil || r.kind != kindListJobs {
 		c.tombs.Take(p.RequestID, time.Now())
@@ -534,6 +549,9 @@ func (c *Conn) onSubscribedLocked(t *transport, env *arcp.Envelope) {
 		id = env.JobID
 	}
 	j := c.jobs[id]
+	if (j == nil || j.subReq == nil) && c.subscribedAnswerLocked(t, id) {
+		return
+	}
 	if j == nil || j.subReq == nil || j.subReq.state != stateSent {
 		c.ctr.LateAnswers.Add(1)
 		return

@@ -74,8 +74,10 @@ type job struct {
 	watchers   []*Watcher
 	cancelReqs []*request
 	subReq     *request
-	held       bool // seen during reconciliation, not yet claimed by a caller
-	subscribed bool // attached by job.subscribe: observed, not ours to cancel
+	held       bool   // seen during reconciliation, not yet claimed by a caller
+	subscribed bool   // attached by job.subscribe: observed, not ours to cancel
+	foreign    bool   // handed over by an idempotent replay of another session's job (reattach.go)
+	lastSeq    uint64 // event_seq of its latest item
 	chunks     chunkAssembler
 	doneCh     chan struct{} // JobDone, created on demand
 	evicted    bool          // the terminal was trimmed under the caps: Wait says ErrResultEvicted
@@ -196,6 +198,7 @@ func (c *Conn) removeJobLocked(j *job) {
 	delete(c.jobs, j.id)
 	c.finished.dropLast(j)
 	c.core.Forget(j.id)
+	c.reat.Forget(j.id)
 	j.closeDoneLocked()
 	// The record may stay referenced (the finished queue, a watcher)
 	// until its retention ends: keep the terminal's outline, not its
@@ -262,6 +265,7 @@ func (c *Conn) trimLocked(j *job, n int) {
 
 // appendLocked adds it to j's log and applies the caps.
 func (c *Conn) appendLocked(j *job, it Item, size int, now time.Time) {
+	j.lastSeq = max(j.lastSeq, it.Seq)
 	j.items = append(j.items, it)
 	j.cum = append(j.cum, j.cumBase+j.bytes+int64(size))
 	j.bytes += int64(size)
@@ -276,6 +280,7 @@ func (c *Conn) appendLocked(j *job, it Item, size int, now time.Time) {
 		c.active.Store(int64(c.liveJobs))
 		c.finished.push(j)
 		c.resolveCancelsLocked(j)
+		c.reat.Forget(j.id)
 	}
 	j.notifyLocked()
 	if it.terminal() {

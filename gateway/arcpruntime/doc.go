@@ -118,7 +118,10 @@
 //     with source event_seq > from_event_seq (§7.6), then its live
 //     envelopes, all re-stamped with this session's event_seq.
 //     job.unsubscribe stops it (no answer). Subscribing to one's own job
-//     answers job.subscribed and changes nothing.
+//     answers job.subscribed and changes nothing (but see
+//     LoseRunningJobsOnResume). An unknown job gets session.error
+//     {JOB_NOT_FOUND, request_id}, or with RejectJobError job.error
+//     {JOB_NOT_FOUND} on that job id.
 //   - Bad input never panics: undecodable envelopes, a wrong session_id and
 //     unknown or runtime-only message types get session.error
 //     {INVALID_REQUEST, request_id} and are counted. An invalid envelope
@@ -175,7 +178,10 @@
 //	  ... with retryable true                          HeartbeatLostRetryable   yes     -
 //	event_seq reordered within a window                ReorderWindow            2       -
 //	caught-up resume refused RESUME_WINDOW_EXPIRED     RefuseCaughtUpResume     -       yes
-//	jobs live at a drop never emit again               LoseRunningJobsOnResume  -       yes
+//	jobs live at a drop never emit again; one that     LoseRunningJobsOnResume  -       yes
+//	  ends is no longer listed or subscribable
+//	  (JOB_NOT_FOUND); a history subscribe to one's
+//	  own lost job replays its buffered envelopes
 //	session.close unknown (INVALID_REQUEST)            ByeOnly                  -       yes
 //	session.bye unknown (INVALID_REQUEST)              CloseOnly                yes     -
 //	trace ids echoed, minted or never sent             Trace                    mint    mint
@@ -184,6 +190,7 @@
 //	idempotency keys shared by a principal's sessions  IdempotencyScope         yes     yes
 //	chunked result without result_chunk negotiated     Stream                   stream  refuse
 //	streamed result ends with an empty chunk           ChunkFinalEmpty          yes     -
+//	list_jobs lists every session of the principal     ListScope                yes     yes
 //
 // The reference keeps one rule the dialects bend: requests are answered in
 // arrival order. A sequenced answer (RejectJobError, CancelledSeq) is

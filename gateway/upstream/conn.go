@@ -125,6 +125,8 @@ type Conn struct {
 	probeLive    map[string]bool     // jobs the probe in progress found live
 	probePages   int                 // pages the probe in progress has asked for
 	foreignRetry []string            // other sessions' jobs to attach again after the resume
+	known        map[string]struct{} // the callers' jobs, also forgotten ones (Knows; bounded)
+	knownOrder   []string            // known, oldest first
 }
 
 type featureSet struct{ heartbeat, ack, listJobs, subscribe bool }

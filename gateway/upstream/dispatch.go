@@ -206,6 +206,7 @@ func (c *Conn) deliverLocked(id correlate.ID, jobID string) {
 		j.held = false // its held events are the caller's now
 	}
 	r.acc = acc
+	c.rememberJobLocked(jobID)
 	c.finishRequestLocked(r, nil)
 }
 

@@ -85,3 +85,26 @@ var (
 	errReconcile        = errors.New("upstream: reconciliation needs a new transport")
 	errUnreadableAnswer = errors.New("upstream: unreadable answer while submits wait: FIFO alignment unknown")
 )
+
+// JobEndedError: Cancel of a job whose terminal had already arrived; nothing
+// was sent.
+type JobEndedError struct {
+	JobID       string
+	FinalStatus string // success, error, cancelled, timed_out
+	Seq         uint64 // the terminal's event_seq
+}
+
+func (e *JobEndedError) Error() string {
+	return fmt.Sprintf("upstream: job %s already ended (%s)", e.JobID, e.FinalStatus)
+}
+
+// BeyondEndError: Watch from an event_seq past the terminal of a job that
+// has ended: no item has a seq above it.
+type BeyondEndError struct {
+	JobID   string
+	LastSeq uint64 // the terminal's event_seq
+}
+
+func (e *BeyondEndError) Error() string {
+	return fmt.Sprintf("upstream: job %s ended at event_seq %d", e.JobID, e.LastSeq)
+}

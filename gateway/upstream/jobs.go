@@ -48,6 +48,19 @@ type Item struct {
 
 func (it *Item) terminal() bool { return it.Result != nil || it.Error != nil }
 
+// finalStatus is a terminal item's final status.
+func (it *Item) finalStatus() string {
+	switch {
+	case it.Error != nil && it.Error.FinalStatus != "":
+		return it.Error.FinalStatus
+	case it.Error != nil:
+		return arcp.StatusError
+	case it.Result != nil && it.Result.FinalStatus != "":
+		return it.Result.FinalStatus
+	}
+	return arcp.StatusSuccess
+}
+
 // itemOverhead is what an item costs besides its payload, for the byte cap.
 const itemOverhead = 64
 
@@ -599,7 +612,9 @@ type Watcher struct {
 func (w *Watcher) active() bool { return !w.closed && !w.eof && w.err == nil }
 
 // Watch returns a Watcher of the job's items with seq > fromSeq: retained
-// history first, then live items. ErrUnknownJob if the job is unknown (or
+// history first, then live items. Of a job that has ended, from the
+// terminal's seq it returns the terminal alone, and past it a
+// *BeyondEndError naming the terminal's seq. ErrUnknownJob if the job is unknown (or
 // was forgotten JobRetention after it ended); ErrSlowConsumer if items after
 // fromSeq were already dropped by the session's buffer caps.
 func (c *Conn) Watch(jobID string, fromSeq uint64) (*Watcher, error) {
@@ -611,6 +626,15 @@ func (c *Conn) Watch(jobID string, fromSeq uint64) (*Watcher, error) {
 	}
 	if fromSeq < j.trimmedSeq {
 		return nil, ErrSlowConsumer
+	}
+	if j.term != nil && fromSeq > j.term.Seq {
+		// Past the job's last event: nothing will ever come.
+		return nil, &BeyondEndError{JobID: jobID, LastSeq: j.term.Seq}
+	}
+	if j.term != nil && fromSeq == j.term.Seq && j.term.Seq > 0 {
+		// From the terminal itself: the stream is the terminal again,
+		// so that a watch always ends with one.
+		fromSeq--
 	}
 	w := &Watcher{c: c, j: j, after: fromSeq}
 	w.pos = j.base + sort.Search(len(j.items), func(i int) bool { return j.items[i].Seq > fromSeq })
@@ -649,8 +673,16 @@ func (w *Watcher) Next(ctx context.Context) (Item, error) {
 			if it.Seq <= w.after {
 				// Appended after Watch but at or below its cursor (a
 				// replay arriving after a takeover's Watch, say): the
-				// caller has it already.
-				continue
+				// caller has it already. A terminal still ends the
+				// stream with an answer: the terminal itself when the
+				// cursor was its seq, else the cursor was past the end.
+				if !it.terminal() {
+					continue
+				}
+				if it.Seq < w.after {
+					w.err = &BeyondEndError{JobID: j.id, LastSeq: it.Seq}
+					return Item{}, w.err
+				}
 			}
 			return it, nil
 		case j.removed:
@@ -685,6 +717,7 @@ func (w *Watcher) Close() {
 // connection did not submit. Its history before the takeover is not here:
 // a Watch from before it gets ErrSlowConsumer, a definite error.
 func (c *Conn) adoptJobLocked(id string) *job {
+	c.rememberJobLocked(id)
 	j := c.addJobLocked(id)
 	j.trimmedSeq = c.adoptFrom
 	return j

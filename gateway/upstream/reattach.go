@@ -253,3 +253,38 @@ func (c *Conn) OwnedElsewhere(jobID string) bool {
 	j := c.jobs[jobID]
 	return j != nil && j.foreign
 }
+
+// maxKnownJobs bounds the ids a connection remembers as its callers' own
+// (Knows); the oldest go first.
+const maxKnownJobs = 10_000
+
+// rememberJobLocked records id as a job of this connection's callers:
+// accepted for one of them, subscribed to, or adopted.
+func (c *Conn) rememberJobLocked(id string) {
+	if _, ok := c.known[id]; ok {
+		return
+	}
+	if c.known == nil {
+		c.known = make(map[string]struct{})
+	}
+	c.known[id] = struct{}{}
+	c.knownOrder = append(c.knownOrder, id)
+	if len(c.knownOrder) > maxKnownJobs {
+		delete(c.known, c.knownOrder[0])
+		c.knownOrder[0] = ""
+		c.knownOrder = c.knownOrder[1:]
+	}
+}
+
+// Knows reports whether the job is one of this connection's callers' jobs:
+// accepted for one of them, subscribed to or adopted, also after it was
+// forgotten (the newest 10,000 are remembered). A runtime may list every
+// job of its principal (both official SDKs do), and every session of a
+// gateway may share one principal: the gateway shows a caller only the
+// jobs its sessions know.
+func (c *Conn) Knows(jobID string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.known[jobID]
+	return ok
+}

@@ -397,7 +397,7 @@ func (s *service) runJob(ctx context.Context, req *sessiongatev1.RunJobRequest, 
 		return nil, err
 	}
 	defer release()
-	term, err := sess.Conn.Wait(ctx, acc.JobID)
+	term, err := s.waitJob(ctx, sess, acc.JobID) // caller_jobs.go
 	if err == nil {
 		s.liveJobs.Release(sess.Caller, 1)
 	} else {
@@ -407,7 +407,8 @@ func (s *service) runJob(ctx context.Context, req *sessiongatev1.RunJobRequest, 
 			// run on for nobody. Cancel it upstream before answering,
 			// bounded so that a stalled runtime cannot hold the answer.
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cancelTimeout)
-			if cerr := sess.Conn.Cancel(cctx, acc.JobID, "caller gave up"); cerr != nil {
+			var ended *upstream.JobEndedError
+			if cerr := sess.Conn.Cancel(cctx, acc.JobID, "caller gave up"); cerr != nil && !errors.As(cerr, &ended) {
 				s.log.Warn("cancel after caller gave up", "job_id", acc.JobID, "err", cerr)
 			}
 			cancel()
@@ -607,7 +608,7 @@ func watchItem(item upstream.Item) *sessiongatev1.WatchJobResponse {
 		msg.Item = &sessiongatev1.WatchJobResponse_Result{Result: res}
 	case item.Error != nil:
 		je := &sessiongatev1.JobError{
-			FinalStatus: item.Error.FinalStatus, Code: arcp.NormalizeCode(item.Error.Code),
+			FinalStatus: item.Error.FinalStatus, Code: itemCode(item.Error.Code), // caller_jobs.go
 			Message: item.Error.Message, Retryable: item.Error.Retryable,
 		}
 		je.Details, je.RawDetails = valueOrRaw(item.Error.Details)

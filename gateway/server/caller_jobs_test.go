@@ -9,9 +9,9 @@ import (
 
 	"google.golang.org/grpc/codes"
 
-	sessiongatev1 "github.com/sessiongate/sessiongate/gen/sessiongate/v1"
 	"github.com/sessiongate/sessiongate/gateway/arcpruntime"
 	"github.com/sessiongate/sessiongate/gateway/upstream"
+	sessiongatev1 "github.com/sessiongate/sessiongate/gen/sessiongate/v1"
 )
 
 // twoCallers is a gateway over a runtime of dialect d with callers alice
@@ -121,7 +121,7 @@ func TestIdempotentRetryFromAnotherSession(t *testing.T) {
 			if took > time.Second {
 				t.Fatalf("retry took %v, want < 1 s", took)
 			}
-			if !proto_equal(again.GetResult(), first.GetResult()) {
+			if !protoEqual(again.GetResult(), first.GetResult()) {
 				t.Fatalf("retry result %v, want %v", again.GetResult(), first.GetResult())
 			}
 			scoped := d.Dialect.IdempotencyScope == arcpruntime.ScopePrincipal
@@ -170,7 +170,7 @@ func TestRetryWhileTheOwnerRuns(t *testing.T) {
 	}
 }
 
-func proto_equal(a, b interface{ String() string }) bool { return a.String() == b.String() }
+func protoEqual(a, b interface{ String() string }) bool { return a.String() == b.String() }
 
 // Edge answers: WatchJob from past a finished job's last event is
 // OUT_OF_RANGE naming the last seq (before: OK with no item at all); from
@@ -297,4 +297,3 @@ func TestWatchAcrossResumeEveryDialect(t *testing.T) {
 // periods until the runtime stops listing it (it ends at its next event
 // here) plus a re-attach round trip.
 const reattachBound = 5 * time.Second
-

@@ -117,3 +117,14 @@ func jobEdgeStatus(err error) error {
 		"from_event_seq is past the end of job "+clip(beyond.JobID)+": its terminal is event_seq "+last+"; watch from "+last+" or less",
 		map[string]string{"job_id": beyond.JobID, "last_event_seq": last})
 }
+
+// forgetRun lets the connection forget a job whose result RunJob has
+// delivered, except a job submitted under the caller's idempotency key:
+// its result stays retained (JobRetention, under the session's caps and the
+// retained-bytes budget) so that a retry from any session of the caller is
+// answered with it (waitJob) instead of a job the runtime no longer has.
+func (s *service) forgetRun(sess *session.Session[*upstream.Conn], req jobRequest, jobID string) {
+	if req.GetIdempotencyKey() == "" {
+		sess.Conn.Forget(jobID)
+	}
+}

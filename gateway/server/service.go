@@ -416,11 +416,11 @@ func (s *service) runJob(ctx context.Context, req *sessiongatev1.RunJobRequest, 
 		return nil, s.err(err)
 	}
 	if term.Error != nil {
-		sess.Conn.Forget(acc.JobID)
+		s.forgetRun(sess, req, acc.JobID)
 		return nil, jobErrorStatus(acc.JobID, term.Error)
 	}
 	if term.AssemblyErr != nil {
-		sess.Conn.Forget(acc.JobID)
+		s.forgetRun(sess, req, acc.JobID)
 		return nil, s.err(&assemblyError{jobID: acc.JobID, err: term.AssemblyErr})
 	}
 	resp := &sessiongatev1.RunJobResponse{JobId: acc.JobID}
@@ -429,7 +429,7 @@ func (s *service) runJob(ctx context.Context, req *sessiongatev1.RunJobRequest, 
 		resp.Summary = term.Result.Summary
 		if wire && term.Assembled == nil && len(term.Result.Result) > 0 {
 			if b, ok := appendRunJobWire(resp, term.Result.Result); ok {
-				sess.Conn.Forget(acc.JobID) // the result now lives in b only
+				s.forgetRun(sess, req, acc.JobID) // the result now lives in b only
 				return &rawMessage{b: b}, nil
 			}
 		}
@@ -444,7 +444,7 @@ func (s *service) runJob(ctx context.Context, req *sessiongatev1.RunJobRequest, 
 			resp.Result, resp.RawResult = nil, slices.Clone(a.Data)
 		}
 	}
-	sess.Conn.Forget(acc.JobID) // the result now lives in resp only
+	s.forgetRun(sess, req, acc.JobID) // the result now lives in resp only
 	return resp, nil
 }
 

@@ -445,7 +445,7 @@ func (c *Conn) deliverSeqLocked(env *arcp.Envelope, size int, now time.Time) {
 		// Held until reconciliation tells whose it is.
 		j = c.addJobLocked(env.JobID)
 		j.held = true
-	} else if it.Error != nil && j.term == nil && c.core.ExistingJobError(it.Error.Code, jobErrorAsError(it.Error)) {
+	} else if it.Error != nil && c.core.ExistingJobError(it.Error.Code, jobErrorAsError(it.Error)) {
 		// The TS SDK's DUPLICATE_KEY rejection, sent on the existing
 		// job's id: it answers the waiting submit, not this job.
 		return

@@ -351,6 +351,7 @@ func (c *Conn) takeBatch(t *transport, batch [][]byte) [][]byte {
 			if !c.core.Written(r.cid, r.id, trace, r.key, r.callerKey) {
 				continue // the core did not ask for this write
 			}
+			c.core.NoteWireTrace(r.cid, r.traceID) // the replay rule (reattach.go)
 			r.written = true
 		} else {
 			c.pending[r.id] = r

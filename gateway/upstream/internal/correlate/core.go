@@ -118,8 +118,9 @@ type entry struct {
 	oldReqs   []string // envelope ids of earlier writes
 	trace     string
 	key       string
-	callerKey bool // the key is the caller's own (a replay of an unseen job is possible)
-	live      bool // the caller still waits
+	callerKey bool   // the key is the caller's own (a replay of an unseen job is possible)
+	wire      string // the trace id on the wire when trace is empty (NoteWireTrace)
+	live      bool   // the caller still waits
 	where     where
 	resent    bool      // written again after a resume: its answer ends reconciliation
 	tombExp   time.Time // abandoned: when its slot's tombstone expires
@@ -856,7 +857,21 @@ func (c *Core) HeadTombstone() (time.Time, bool) {
 // job.accepted payload); a runtime that copies trace ids answers a new job
 // with the head's.
 func (c *Core) replayOfUnseen(trace string, head *entry) bool {
-	return trace != "" && trace != head.trace && head.callerKey && c.echo != -1 && c.cfg.brokenRule != "no-foreign"
+	ours := head.trace
+	if ours == "" {
+		ours = head.wire
+	}
+	return trace != "" && ours != "" && trace != ours && head.callerKey && c.echo != -1 && c.cfg.brokenRule != "no-foreign"
+}
+
+// NoteWireTrace records the trace id submit id was written with when it is
+// not one Written may identify it by (a caller's own, possibly shared by
+// other jobs). It serves only the replay rule: an accept carrying another
+// trace id cannot be this submit's own new job.
+func (c *Core) NoteWireTrace(id ID, trace string) {
+	if e := c.entries[id]; e != nil {
+		e.wire = trace
+	}
 }
 
 // bindReplay binds job to e as bind does and marks the delivery Foreign.

@@ -127,6 +127,7 @@ type Conn struct {
 	foreignRetry []string            // other sessions' jobs to attach again after the resume
 	known        map[string]struct{} // the callers' jobs, also forgotten ones (Knows; bounded)
 	knownOrder   []string            // known, oldest first
+	adoptL       *adoptList          // this generation's listing for AdoptJob (taken-over sessions)
 }
 
 type featureSet struct{ heartbeat, ack, listJobs, subscribe bool }

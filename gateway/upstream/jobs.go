@@ -725,10 +725,16 @@ func (c *Conn) adoptJobLocked(id string) *job {
 
 // AdoptJob makes a job of a taken-over session watchable before any of its
 // events has arrived here (a caller watching from its cursor after the
-// takeover). The runtime's list_jobs answer must name the job, when
-// list_jobs is negotiated; a job that already ended before the takeover
-// cannot be served from here (ErrSlowConsumer). ErrUnknownJob for a session
-// that was not taken over.
+// takeover). Only a job the runtime lists is registered: the connection
+// lists the session's jobs once per generation (session.list_jobs, at most
+// maxAdoptPages pages) and answers every AdoptJob of that generation from
+// the listing, so an unknown id costs no request of its own. A job the
+// listing does not name is ErrUnknownJob; one that already ended before the
+// takeover cannot be served from here (ErrSlowConsumer). Without list_jobs
+// nothing is registered ahead of the runtime: ErrUnknownJob until the job's
+// first frame arrives (it is adopted then). Adopted jobs count against
+// MaxLiveJobs (*CapError). ErrUnknownJob for a session that was not taken
+// over.
 func (c *Conn) AdoptJob(ctx context.Context, jobID string) error {
 	c.mu.Lock()
 	if _, ok := c.jobs[jobID]; ok {
@@ -737,39 +743,90 @@ func (c *Conn) AdoptJob(ctx context.Context, jobID string) error {
 	}
 	adopt := c.adopt
 	c.mu.Unlock()
-	if !adopt || jobID == "" {
+	if !adopt || jobID == "" || !c.feat.listJobs {
 		return ErrUnknownJob
 	}
-	if c.feat.listJobs {
-		found := false
+	l, err := c.adoptListing(ctx)
+	if err != nil {
+		return err
+	}
+	st, ok := l.status[jobID]
+	if !ok {
+		return ErrUnknownJob
+	}
+	switch st {
+	case arcp.StatusSuccess, arcp.StatusError, arcp.StatusCancelled, arcp.StatusTimedOut:
+		return ErrSlowConsumer
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.jobs[jobID]; ok || c.ended {
+		return nil
+	}
+	if c.liveJobs+c.inflight >= c.cfg.MaxLiveJobs {
+		return &CapError{Cap: "live_jobs", Limit: int64(c.cfg.MaxLiveJobs)}
+	}
+	c.adoptJobLocked(jobID)
+	return nil
+}
+
+// maxAdoptPages bounds the pages of one adoption listing.
+const maxAdoptPages = 100
+
+// adoptList is one generation's listing of a taken-over session's jobs.
+type adoptList struct {
+	gen    uint64
+	done   chan struct{} // closed when fetched
+	status map[string]string
+	err    error
+}
+
+// adoptListing returns the current generation's listing, fetching it once:
+// concurrent callers wait for the one fetch (bounded by their contexts).
+func (c *Conn) adoptListing(ctx context.Context) (*adoptList, error) {
+	gen := c.gen.Load()
+	c.mu.Lock()
+	l := c.adoptL
+	fetch := l == nil || l.gen != gen || l.err != nil && isDone(l.done)
+	if fetch {
+		l = &adoptList{gen: gen, done: make(chan struct{}), status: make(map[string]string)}
+		c.adoptL = l
+		c.ctr.AdoptListings.Add(1)
+	}
+	c.mu.Unlock()
+	if fetch {
 		cursor := ""
-		for page := 0; page < 100 && !found; page++ {
+		for page := 0; page < maxAdoptPages; page++ {
 			jobs, err := c.ListJobs(ctx, arcp.ListJobs{Limit: 1000, Cursor: cursor})
 			if err != nil {
-				return err
+				l.err = err
+				break
 			}
 			for _, j := range jobs.Jobs {
-				if j.JobID != jobID {
-					continue
-				}
-				found = true
-				switch j.Status {
-				case arcp.StatusSuccess, arcp.StatusError, arcp.StatusCancelled, arcp.StatusTimedOut:
-					return ErrSlowConsumer
-				}
+				l.status[j.JobID] = j.Status
 			}
 			if cursor = jobs.NextCursor; cursor == "" {
 				break
 			}
 		}
-		if !found {
-			return ErrUnknownJob
-		}
+		close(l.done)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.jobs[jobID]; !ok && !c.ended {
-		c.adoptJobLocked(jobID)
+	select {
+	case <-l.done:
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
 	}
-	return nil
+	if l.err != nil {
+		return nil, l.err
+	}
+	return l, nil
+}
+
+func isDone(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"strconv"
 	"testing"
 	"time"
 
@@ -183,5 +184,73 @@ func TestReplayOfAnotherSessionsJobIsAttached(t *testing.T) {
 				t.Fatalf("the second session cancelled %d jobs as orphans", n)
 			}
 		})
+	}
+}
+
+// takenOver returns a connection that took over a session with a running
+// job (the job's id), dialled with features.
+func takenOver(t *testing.T, srv *arcpruntime.Server, features []string) (*upstream.Conn, string) {
+	t.Helper()
+	ctx := testCtx(t, 20*time.Second)
+	cfg := baseConfig(srv.URL())
+	cfg.Features = features
+	var tokens []string
+	cfg.OnWelcome = func(_, tok string) { tokens = append(tokens, tok) }
+	a, err := upstream.Dial(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acc, err := a.Submit(ctx, arcp.Submit{Agent: "sleep", Input: mustJSON(t, map[string]int{"ms": 3000})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Detach()
+	cfg2 := baseConfig(srv.URL())
+	cfg2.Features = features
+	cfg2.Resume = &upstream.ResumeFrom{SessionID: a.Status().SessionID, ResumeToken: tokens[0]}
+	return dial(t, cfg2), acc.JobID
+}
+
+// AdoptJob is bounded: unknown job ids on a taken-over session cost one
+// listing per generation in all (before: up to 100 list_jobs requests per
+// id), are never registered (before, without list_jobs, every id a caller
+// sent was registered and never removed), and a job the runtime lists is
+// adopted.
+func TestAdoptJobBounded(t *testing.T) {
+	srv := runtimeServer(t, arcpruntime.Options{})
+	b, job := takenOver(t, srv, nil)
+	ctx := testCtx(t, 20*time.Second)
+	for i := range 200 {
+		if err := b.AdoptJob(ctx, "job_nope_"+strconv.Itoa(i)); !errors.Is(err, upstream.ErrUnknownJob) {
+			t.Fatalf("AdoptJob of an unknown id = %v", err)
+		}
+	}
+	if err := b.AdoptJob(ctx, job); err != nil {
+		t.Fatalf("AdoptJob of the running job = %v", err)
+	}
+	if n := cfgCounters(b).AdoptListings.Load(); n != 1 {
+		t.Fatalf("%d listings for 201 AdoptJob calls in one generation, want 1", n)
+	}
+	if got := b.ActiveJobs(); got != 1 {
+		t.Fatalf("%d jobs registered, want only the runtime's one", got)
+	}
+	if !b.HasJob(job) || b.HasJob("job_nope_0") {
+		t.Fatal("registered the wrong jobs")
+	}
+
+	// Without list_jobs nothing is registered ahead of the runtime.
+	srv2 := runtimeServer(t, arcpruntime.Options{})
+	c, job2 := takenOver(t, srv2, []string{arcp.FeatureHeartbeat, arcp.FeatureAck})
+	for i := range 200 {
+		if err := c.AdoptJob(ctx, "job_nope_"+strconv.Itoa(i)); !errors.Is(err, upstream.ErrUnknownJob) {
+			t.Fatalf("AdoptJob without list_jobs = %v", err)
+		}
+	}
+	if c.ActiveJobs() != 0 && !c.HasJob(job2) {
+		t.Fatalf("%d jobs registered without list_jobs", c.ActiveJobs())
+	}
+	waitFor(ctx, t, "the running job to be adopted by its frames", func() bool { return c.HasJob(job2) })
+	if c.HasJob("job_nope_0") || c.ActiveJobs() != 1 {
+		t.Fatalf("registered %d jobs", c.ActiveJobs())
 	}
 }

@@ -161,10 +161,12 @@ type Hello struct {
 
 // Welcome is the payload of session.welcome.
 type Welcome struct {
-	Runtime              RuntimeInfo  `json:"runtime"`
-	ResumeToken          string       `json:"resume_token"`
-	ResumeWindowSec      int          `json:"resume_window_sec"`
-	HeartbeatIntervalSec int          `json:"heartbeat_interval_sec,omitempty"`
+	Runtime     RuntimeInfo `json:"runtime"`
+	ResumeToken string      `json:"resume_token"`
+	// Numbers, not integers: a runtime may send fractions (0.5), which
+	// the client clamps to its bounds rather than refusing the welcome.
+	ResumeWindowSec      float64      `json:"resume_window_sec"`
+	HeartbeatIntervalSec float64      `json:"heartbeat_interval_sec,omitempty"`
 	Capabilities         Capabilities `json:"capabilities"`
 }
 

@@ -168,7 +168,7 @@ func TestResumeWindowExpires(t *testing.T) {
 	rt := srv.Runtime()
 	c := open(t, srv)
 	if c.welcome.ResumeWindowSec != 1 {
-		t.Errorf("resume_window_sec %d", c.welcome.ResumeWindowSec)
+		t.Errorf("resume_window_sec %v", c.welcome.ResumeWindowSec)
 	}
 	c.run("sleep", map[string]int{"ms": 60_000})
 	rt.DropTransports()

@@ -28,13 +28,13 @@ func TestHandshake(t *testing.T) {
 		t.Errorf("runtime %+v", w.Runtime)
 	}
 	if w.ResumeToken == "" || w.ResumeWindowSec != 600 {
-		t.Errorf("resume_token %q, window %d", w.ResumeToken, w.ResumeWindowSec)
+		t.Errorf("resume_token %q, window %v", w.ResumeToken, w.ResumeWindowSec)
 	}
 	if want := []string{"cost.budget", "subscribe", "heartbeat", "ack"}; !slices.Equal(w.Capabilities.Features, want) {
 		t.Errorf("features %v, want %v", w.Capabilities.Features, want)
 	}
 	if w.HeartbeatIntervalSec != 30 || string(c.wenv.Extensions[HeartbeatIntervalMSExtension]) != "30000" {
-		t.Errorf("heartbeat %d, extension %s", w.HeartbeatIntervalSec, c.wenv.Extensions[HeartbeatIntervalMSExtension])
+		t.Errorf("heartbeat %v, extension %s", w.HeartbeatIntervalSec, c.wenv.Extensions[HeartbeatIntervalMSExtension])
 	}
 	var names []string
 	for _, a := range w.Capabilities.Agents {
@@ -75,7 +75,7 @@ func TestHandshakeSubSecondHeartbeat(t *testing.T) {
 	c := dial(t, srv)
 	c.hello("", []string{"heartbeat"}, nil)
 	if c.welcome.HeartbeatIntervalSec != 1 || string(c.wenv.Extensions[HeartbeatIntervalMSExtension]) != "200" {
-		t.Errorf("heartbeat_interval_sec %d, extension %s", c.welcome.HeartbeatIntervalSec, c.wenv.Extensions[HeartbeatIntervalMSExtension])
+		t.Errorf("heartbeat_interval_sec %v, extension %s", c.welcome.HeartbeatIntervalSec, c.wenv.Extensions[HeartbeatIntervalMSExtension])
 	}
 }
 

@@ -427,7 +427,7 @@ func (r *Runtime) attachLocked(s *session, t *transport, features []string, curs
 	w := arcp.Welcome{
 		Runtime:         arcp.RuntimeInfo{Name: r.opts.Name, Version: r.opts.Version},
 		ResumeToken:     s.token,
-		ResumeWindowSec: ceilSeconds(r.opts.ResumeWindow),
+		ResumeWindowSec: float64(ceilSeconds(r.opts.ResumeWindow)),
 		Capabilities: arcp.Capabilities{
 			Encodings: []string{"json"},
 			Features:  features,
@@ -438,7 +438,7 @@ func (r *Runtime) attachLocked(s *session, t *transport, features []string, curs
 	if s.features[arcp.FeatureHeartbeat] {
 		t.heartbeat = r.opts.HeartbeatInterval
 		t.startWatchdog(t.heartbeat)
-		w.HeartbeatIntervalSec = ceilSeconds(r.opts.HeartbeatInterval)
+		w.HeartbeatIntervalSec = float64(ceilSeconds(r.opts.HeartbeatInterval))
 		ext = map[string]json.RawMessage{
 			HeartbeatIntervalMSExtension: json.RawMessage(strconv.FormatInt(r.opts.HeartbeatInterval.Milliseconds(), 10)),
 		}

@@ -636,6 +636,7 @@ func (c *clusterState) upstreamConfig(rt Runtime, caller string) upstream.Config
 	uc := c.tmpl
 	uc.URL = rt.URL
 	uc.Counters = rt.Counters
+	uc.Traits = rt.traits
 	uc.Client = arcp.ClientInfo{Name: "sessiongate", Version: "1"}
 	uc.Features = c.features
 	uc.RetainedBytes = c.retained.Account(caller) // results and events held in memory are reserved there

@@ -43,6 +43,8 @@ type Runtime struct {
 	// Counters receives this runtime's upstream counters, exported on
 	// /metrics with label runtime=Name; nil = a fresh set.
 	Counters *upstream.Counters
+
+	traits *upstream.Traits // what its connections learned of it, shared by them
 }
 
 // Config configures a Gateway. Zero values take the documented defaults.
@@ -259,6 +261,7 @@ func New(cfg Config) (*Gateway, error) {
 		if rt.Counters == nil {
 			rt.Counters = &upstream.Counters{}
 		}
+		rt.traits = &upstream.Traits{}
 		runtimes[rt.Name] = rt
 		names = append(names, rt.Name)
 		counters[rt.Name] = rt.Counters
@@ -297,6 +300,7 @@ func New(cfg Config) (*Gateway, error) {
 			uc := tmpl
 			uc.URL = rt.URL
 			uc.Counters = rt.Counters
+			uc.Traits = rt.traits
 			uc.Token = cfg.UpstreamToken
 			if req.GetUpstreamToken() != "" {
 				uc.Token = req.GetUpstreamToken()

@@ -328,6 +328,7 @@ func (s *service) submit(ctx context.Context, req jobRequest, input []byte) (*se
 	if err != nil {
 		return nil, nil, arcp.Accepted{}, err
 	}
+	_, opts.AwaitResult = req.(*sessiongatev1.RunJobRequest) // runJob Waits for the result
 	sess, release, err := s.acquire(ctx, req.GetSessionId())
 	if err != nil {
 		return nil, nil, arcp.Accepted{}, err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -175,8 +176,24 @@ func toStatus(log *slog.Logger, err error) error {
 		sessLost *session.LostError
 		asm      *assemblyError
 	)
-	var unreachable *upstream.UnreachableError
+	var (
+		unreachable *upstream.UnreachableError
+		protoErr    *upstream.ProtocolError
+		fault       *upstream.RuntimeFaultError
+	)
 	switch {
+	case errors.As(err, &protoErr):
+		return gatewayStatus(codes.Unavailable, "RUNTIME_PROTOCOL_ERROR",
+			"the agent runtime broke the ARCP "+protoErr.Stage+": "+protoErr.Detail+"; its operator must fix it (retrying may reach a healthy instance)",
+			map[string]string{"stage": protoErr.Stage, "detail": protoErr.Detail})
+	case errors.As(err, &fault):
+		return gatewayStatus(codes.Internal, "RUNTIME_PROTOCOL_ERROR",
+			"the agent runtime answered this submit with unreadable frames again and again ("+fault.Fault+"); the job may exist upstream and is cancelled if it appears",
+			map[string]string{"fault": fault.Fault})
+	case errors.Is(err, upstream.ErrResumeMismatch):
+		return gatewayStatus(codes.Unavailable, "SESSION_LOST",
+			"session lost: the agent runtime answered the resume with a welcome for another session; open a new session",
+			map[string]string{"cause": "resume_session_mismatch"})
 	case errors.As(err, &unreachable):
 		return gatewayStatus(codes.Unavailable, "RUNTIME_UNREACHABLE",
 			"the agent runtime could not be reached ("+unreachable.Stage+"): retry later; the gateway's log has the cause",
@@ -193,11 +210,11 @@ func toStatus(log *slog.Logger, err error) error {
 			"this replica handed the session to another (draining, or the session was taken over): retry; WatchJob from your last event_seq", nil)
 	case errors.As(err, &sessLost):
 		if errors.As(err, &lost) {
-			return arcpStatus(lost.Code, "session lost: the upstream runtime session could not be resumed ("+lost.Code+"); open a new session", true, nil)
+			return lostStatus(lost)
 		}
 		return gatewayStatus(codes.Unavailable, "SESSION_LOST", "session lost: the upstream session ended; open a new session", nil)
 	case errors.As(err, &lost):
-		return arcpStatus(lost.Code, "session lost: the upstream runtime session could not be resumed ("+lost.Code+"); open a new session", true, nil)
+		return lostStatus(lost)
 	case errors.Is(err, session.ErrNotFound):
 		return gatewayStatus(codes.NotFound, "SESSION_NOT_FOUND", "session not found: open one with OpenSession", nil)
 	case errors.Is(err, session.ErrDraining):
@@ -216,7 +233,14 @@ func toStatus(log *slog.Logger, err error) error {
 			fmt.Sprintf("cap %s=%d reached on this session: wait for its jobs to end, or use another session", name, upCap.Limit),
 			map[string]string{"cap": name, "limit": strconv.FormatInt(upCap.Limit, 10), "scope": "session"})
 	case errors.As(err, &arcpErr):
-		return arcpStatus(arcpErr.Code, "runtime rejected the request: "+arcp.NormalizeCode(arcpErr.Code)+": "+arcpErr.Message, arcpErr.Retryable, nil)
+		c := arcpCode(arcpErr.Code)
+		if c == codes.Internal && arcpErr.Retryable {
+			// The runtime says trying again may work (an INTERNAL_ERROR
+			// at its caps, an overload): a retryable code, not a fault
+			// of the gateway's.
+			c = codes.Unavailable
+		}
+		return arcpStatusCode(c, arcpErr.Code, "runtime rejected the request: "+arcp.NormalizeCode(arcpErr.Code)+": "+runtimeText(arcpErr.Message), arcpErr.Retryable, nil)
 	case errors.As(err, &jobErr):
 		return arcpStatusCode(jobCode(jobErr.Code), jobErr.Code, "job ended "+jobErr.FinalStatus+": "+arcp.NormalizeCode(jobErr.Code)+": "+jobErr.Message, jobErr.Retryable, nil)
 	case errors.As(err, new(*upstream.JobEndedError)), errors.As(err, new(*upstream.BeyondEndError)):
@@ -241,6 +265,29 @@ func toStatus(log *slog.Logger, err error) error {
 	}
 	log.Error("unmapped error", "err", err)
 	return status.Error(codes.Internal, "internal error")
+}
+
+// runtimeText makes text from a runtime fit for a status: valid UTF-8 (a
+// status detail with invalid UTF-8 cannot be marshalled) and at most 512
+// bytes.
+func runtimeText(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) > 512 {
+		s = strings.ToValidUTF8(s[:512], "") + "…"
+	}
+	return s
+}
+
+// lostStatus maps a session the runtime ended or would not resume, with the
+// runtime's own code and message when it sent them.
+func lostStatus(lost *upstream.LostError) error {
+	var ae *arcp.Error
+	if errors.As(lost.Err, &ae) && ae.Message != "" {
+		msg := runtimeText(ae.Message)
+		return arcpStatus(lost.Code, "session lost: the runtime ended the session: "+arcp.NormalizeCode(ae.Code)+": "+msg+"; open a new session",
+			true, map[string]string{"runtime_code": runtimeText(ae.Code), "runtime_message": msg})
+	}
+	return arcpStatus(lost.Code, "session lost: the upstream runtime session could not be resumed ("+lost.Code+"); open a new session", true, nil)
 }
 
 // assemblyError: a streamed result (§8.4) could not be put together.

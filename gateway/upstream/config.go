@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"sync/atomic"
 	"time"
 
 	"github.com/sessiongate/sessiongate/gateway/arcp"
@@ -64,12 +65,26 @@ type Config struct {
 	// sharing one upstream principal never share a job through a key.
 	KeyNamespace string
 
-	Counters  *Counters // shared across connections for metrics; nil = private
+	Counters *Counters // shared across connections for metrics; nil = private
+	// Traits is what connections to the same runtime learned about it
+	// (whether it echoes trace ids), shared so that a new session need
+	// not learn it again; nil = private.
+	Traits    *Traits
 	Logger    *slog.Logger
 	TLSConfig *tls.Config // for wss:// runtimes; nil = the system roots
 
 	knobs *knobs // test-only overrides, set through export_test.go
 }
+
+// Traits is what is known of a runtime's behaviour, learned by its
+// connections and shared among them. The zero value knows nothing.
+type Traits struct {
+	echo atomic.Int32 // 1 accepts echo the submit's trace id, -1 they do not, 0 unknown
+}
+
+// Echo reports whether the runtime was seen to echo trace ids on
+// job.accepted: 1 yes, -1 no, 0 not yet known.
+func (t *Traits) Echo() int8 { return int8(t.echo.Load()) }
 
 // ResumeFrom names an ARCP session to take over.
 type ResumeFrom struct {

@@ -98,6 +98,7 @@ type Conn struct {
 	reserved     int64               // bytes reserved in cfg.RetainedBytes
 	budgetCap    int64               // byte cap while the retained-bytes budget refuses more; -1 none
 	coreSeen     correlate.Counters  // the core's counters when last added to ctr
+	echoSeen     int8                // the core's Echo when last stored in cfg.Traits
 	pending      map[string]*request // sent, unanswered requests other than submits, by envelope id
 	jobs         map[string]*job     // live and finished (until JobRetention) jobs
 	live         map[*job]struct{}   // the live ones
@@ -203,10 +204,15 @@ func newConn(cfg Config) *Conn {
 	}
 	c.reat = correlate.NewReattach(correlate.ReattachConfig{ProbeAfter: cfg.knobs.reattachProbe})
 	c.defaultTTL = cfg.tombstoneTTL(0)
+	if c.cfg.Traits == nil {
+		c.cfg.Traits = &Traits{}
+	}
+	c.echoSeen = c.cfg.Traits.Echo()
 	c.core = correlate.New(correlate.Config{
 		BarrierTimeout: cfg.RequestTimeout,
 		TraceTTL:       c.defaultTTL,
 		MaxUnclaimed:   cfg.MaxTombstones,
+		Echo:           c.echoSeen,
 	})
 	c.seqCfg = correlate.SeqConfig{
 		Window:      cfg.knobs.reorderWindow,
@@ -245,7 +251,7 @@ func (c *Conn) recordWelcomeLocked(hs *handshakeResult) {
 	}
 	c.resumeWindow = 600 * time.Second
 	if hs.welcome.ResumeWindowSec > 0 {
-		c.resumeWindow = clampDuration(float64(hs.welcome.ResumeWindowSec), time.Second, minResumeWindow, maxResumeWindow)
+		c.resumeWindow = clampDuration(hs.welcome.ResumeWindowSec, time.Second, minResumeWindow, maxResumeWindow)
 	}
 	c.hbInterval = hs.heartbeat
 	rt := hs.welcome.Runtime
@@ -264,7 +270,7 @@ func heartbeatInterval(env *arcp.Envelope, w *arcp.Welcome) time.Duration {
 		}
 	}
 	if w.HeartbeatIntervalSec > 0 {
-		return clampDuration(float64(w.HeartbeatIntervalSec), time.Second, minHeartbeat, maxHeartbeat)
+		return clampDuration(w.HeartbeatIntervalSec, time.Second, minHeartbeat, maxHeartbeat)
 	}
 	return 30 * time.Second
 }

@@ -7,18 +7,22 @@ import "sync/atomic"
 // scrape time; each field is an independent atomic counter.
 type Counters struct {
 	// Answers.
-	LateAnswers      atomic.Uint64 // answers and events matching no live caller or job (tombstoned or unknown)
-	StaleGeneration  atomic.Uint64 // frames dropped because they came from a transport already given up, or an accept proven to belong to an older generation
-	OutcomeUnknown   atomic.Uint64 // submits failed with ErrOutcomeUnknown
-	Resends          atomic.Uint64 // submits written again under their idempotency key after a resume
-	JobIDReused      atomic.Uint64 // accepts naming another submit's job id (the submit fails with ErrOutcomeUnknown)
-	DuplicateAnswers atomic.Uint64 // second answers to one submit (an earlier write and its resend)
-	BarrierTimeouts  atomic.Uint64 // reconciliation barriers the runtime left unanswered (the transport is dropped)
-	ReconciledByList atomic.Uint64 // submits lost with a transport and found by trace id in a list_jobs answer
-	Reattached       atomic.Uint64 // live jobs the runtime stopped streaming after a resume, re-attached with job.subscribe
-	JobsLost         atomic.Uint64 // jobs ended with CodeJobLost: not streamed after a resume (or another session's) and not re-attachable
-	ForeignReplays   atomic.Uint64 // idempotent replays of jobs another session created, attached here with job.subscribe
-	AdoptListings    atomic.Uint64 // list_jobs listings made to adopt a taken-over session's jobs (one per generation at most)
+	LateAnswers        atomic.Uint64 // answers and events matching no live caller or job (tombstoned or unknown)
+	StaleGeneration    atomic.Uint64 // frames dropped because they came from a transport already given up, or an accept proven to belong to an older generation
+	OutcomeUnknown     atomic.Uint64 // submits failed with ErrOutcomeUnknown
+	Resends            atomic.Uint64 // submits written again under their idempotency key after a resume
+	JobIDReused        atomic.Uint64 // accepts naming another submit's job id (the submit fails with ErrOutcomeUnknown)
+	DuplicateAnswers   atomic.Uint64 // second answers to one submit (an earlier write and its resend)
+	BarrierTimeouts    atomic.Uint64 // reconciliation barriers the runtime left unanswered (the transport is dropped)
+	ReconciledByList   atomic.Uint64 // submits lost with a transport and found by trace id in a list_jobs answer
+	SerializedSubmits  atomic.Uint64 // times a submit was held back because it could not be pipelined (runtime not known to echo trace ids, or a shared trace id)
+	UnreadableAnswers  atomic.Uint64 // unreadable answers while submits waited (each drops and reconciles the transport)
+	UnreadableFailures atomic.Uint64 // submits failed because the runtime answered them with unreadable frames MaxUnreadable times
+	EchoLost           atomic.Uint64 // accepts without a trace id from a runtime that had been echoing them
+	Reattached         atomic.Uint64 // live jobs the runtime stopped streaming after a resume, re-attached with job.subscribe
+	JobsLost           atomic.Uint64 // jobs ended with CodeJobLost: not streamed after a resume (or another session's) and not re-attachable
+	ForeignReplays     atomic.Uint64 // idempotent replays of jobs another session created, attached here with job.subscribe
+	AdoptListings      atomic.Uint64 // list_jobs listings made to adopt a taken-over session's jobs (one per generation at most)
 
 	// Frames.
 	MalformedFrames    atomic.Uint64 // undecodable envelopes, wrong session_id, undecodable payloads

@@ -94,9 +94,12 @@ func (c *Conn) applyLocked(t *transport) {
 			}
 			delete(c.subs, a.ID)
 			err := a.Err
-			if errors.Is(err, correlate.ErrJobIDReused) {
+			switch {
+			case errors.Is(err, correlate.ErrJobIDReused):
 				c.ctr.JobIDReused.Add(1)
 				err = fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+			case errors.Is(err, correlate.ErrUnreadableAnswers):
+				err = &RuntimeFaultError{Fault: "unreadable_answers", Err: err}
 			}
 			c.finishRequestLocked(r, err)
 		case correlate.Cancel:
@@ -160,6 +163,11 @@ func (c *Conn) applyLocked(t *transport) {
 // syncCoreCountersLocked adds what the core counted since the last call to
 // the connection's exported counters.
 func (c *Conn) syncCoreCountersLocked() {
+	if e := c.core.Echo(); e != c.echoSeen {
+		// What this session learned of the runtime, for the next ones.
+		c.echoSeen = e
+		c.cfg.Traits.echo.Store(int32(e))
+	}
 	now := c.core.Counters()
 	if now == c.coreSeen {
 		return // the usual case: no shared cache line touched per frame
@@ -177,6 +185,10 @@ func (c *Conn) syncCoreCountersLocked() {
 		{&c.ctr.DuplicateAnswers, now.DuplicateAnswers, was.DuplicateAnswers},
 		{&c.ctr.BarrierTimeouts, now.BarrierTimeouts, was.BarrierTimeouts},
 		{&c.ctr.ReconciledByList, now.ReconciledByList, was.ReconciledByList},
+		{&c.ctr.SerializedSubmits, now.SerializedWrites, was.SerializedWrites},
+		{&c.ctr.UnreadableAnswers, now.UnreadableAnswers, was.UnreadableAnswers},
+		{&c.ctr.UnreadableFailures, now.UnreadableFailures, was.UnreadableFailures},
+		{&c.ctr.EchoLost, now.EchoLost, was.EchoLost},
 	} {
 		if d.now != d.was {
 			d.ctr.Add(d.now - d.was)
@@ -204,6 +216,9 @@ func (c *Conn) deliverLocked(id correlate.ID, jobID string) {
 		c.addJobLocked(jobID)
 	} else if j.held {
 		j.held = false // its held events are the caller's now
+	}
+	if r.awaited {
+		c.jobs[jobID].awaited = true
 	}
 	r.acc = acc
 	c.rememberJobLocked(jobID)
@@ -286,9 +301,8 @@ func (c *Conn) onAcceptedLocked(t *transport, env *arcp.Envelope) {
 // caller. If submits are waiting, the transport is dropped instead: their
 // submits are reconciled after the resume.
 func (c *Conn) unreadableAnswerLocked(t *transport) {
-	if c.core.Waiting() > 0 {
-		c.dropLocked(t, errUnreadableAnswer, false)
-	}
+	c.core.Unreadable(time.Now())
+	c.applyLocked(t)
 }
 
 func (c *Conn) orphanCancelFrame(jobID string) []byte {
@@ -314,7 +328,7 @@ func (c *Conn) onSessionErrorLocked(t *transport, env *arcp.Envelope) {
 		if code == arcp.CodeHeartbeatLost {
 			c.ctr.HeartbeatLost.Add(1)
 		}
-		c.core.SessionError(code, e.Retryable, &e)
+		c.core.SessionError(code, e.Retryable, &e, time.Now())
 		return
 	}
 	if c.core.Rejected(e.RequestID, &e, now) {
@@ -445,7 +459,7 @@ func (c *Conn) deliverSeqLocked(env *arcp.Envelope, size int, now time.Time) {
 		// Held until reconciliation tells whose it is.
 		j = c.addJobLocked(env.JobID)
 		j.held = true
-	} else if it.Error != nil && c.core.ExistingJobError(it.Error.Code, jobErrorAsError(it.Error)) {
+	} else if it.Error != nil && c.core.ExistingJobError(it.Error.Code, jobErrorAsError(it.Error), time.Now()) {
 		// The TS SDK's DUPLICATE_KEY rejection, sent on the existing
 		// job's id: it answers the waiting submit, not this job.
 		return

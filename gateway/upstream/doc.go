@@ -194,7 +194,10 @@
 // The logs of a session share MaxBufferedEvents and MaxBufferedBytes. When an
 // append would exceed them, in this order:
 //
-//  1. finished jobs' logs go, oldest finished first, oldest items first;
+//  1. finished jobs' logs go, oldest finished first, oldest items first,
+//     except the terminal of a job whose caller waits for it
+//     (SubmitOptions.AwaitResult: RunJob): a result a caller is waiting
+//     for is never evicted by another job's events;
 //  2. live jobs' items that every watcher has read go (already from 3/4 of a
 //     cap on, so that retained history does not count as pressure);
 //  3. still over: the oldest retained item of a live job goes. Watchers that

@@ -31,6 +31,10 @@ var (
 	// answer is lost: the job may or may not exist. Retry with the same
 	// idempotency key.
 	ErrOutcomeUnknown = errors.New("upstream: outcome unknown: the transport dropped before the runtime answered")
+	// ErrResumeMismatch: the runtime answered a resume (or a takeover)
+	// with a welcome for another session. The session is lost (in a
+	// LostError).
+	ErrResumeMismatch = errors.New("upstream: the runtime answered the resume with another session")
 )
 
 // LostError says the session is gone for good: resume failed, or the runtime
@@ -62,6 +66,33 @@ func (e *UnreachableError) Error() string {
 
 func (e *UnreachableError) Unwrap() error { return e.Err }
 
+// ProtocolError: the runtime broke ARCP where the client cannot go on
+// (Stage "handshake": it answered the hello with something other than
+// session.welcome or session.error). Detail says what came.
+type ProtocolError struct {
+	Stage  string
+	Detail string
+}
+
+func (e *ProtocolError) Error() string {
+	return "upstream: runtime protocol error (" + e.Stage + "): " + e.Detail
+}
+
+// RuntimeFaultError: the runtime broke the protocol in a way that leaves this
+// call without an answer (Fault names how: "unreadable_answers" when it
+// answered the submit with unreadable frames Config's bound of times). The
+// job may exist upstream; its late accept is cancelled as an orphan.
+type RuntimeFaultError struct {
+	Fault string
+	Err   error
+}
+
+func (e *RuntimeFaultError) Error() string {
+	return "upstream: runtime fault (" + e.Fault + "): " + e.Err.Error()
+}
+
+func (e *RuntimeFaultError) Unwrap() error { return e.Err }
+
 // CapError says a cap was reached. Cap is one of "live_jobs",
 // "buffered_events", "buffered_bytes", "frame_bytes", "tombstones".
 type CapError struct {
@@ -83,7 +114,6 @@ var (
 	errSessionEnded     = errors.New("upstream: session ended by the runtime")
 	errDetach           = errors.New("upstream: detach requested")
 	errReconcile        = errors.New("upstream: reconciliation needs a new transport")
-	errUnreadableAnswer = errors.New("upstream: unreadable answer while submits wait: FIFO alignment unknown")
 )
 
 // JobEndedError: Cancel of a job whose terminal had already arrived; nothing

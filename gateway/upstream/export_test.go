@@ -36,6 +36,14 @@ func SetKnobs(cfg *Config, k Knobs) {
 	}
 }
 
+// KnownEcho returns Traits that already know whether the runtime echoes
+// trace ids (1 yes, -1 no), as if another session had learned it.
+func KnownEcho(e int8) *Traits {
+	t := &Traits{}
+	t.echo.Store(int32(e))
+	return t
+}
+
 // ResumeTokens returns the resume tokens of every welcome, oldest first.
 func (c *Conn) ResumeTokens() []string {
 	c.mu.Lock()
@@ -119,7 +127,7 @@ func HeartbeatIntervalOf(ext string, sec int) time.Duration {
 	if ext != "" {
 		env.Extensions = map[string]json.RawMessage{HeartbeatIntervalMSExtension: json.RawMessage(ext)}
 	}
-	return heartbeatInterval(env, &arcp.Welcome{HeartbeatIntervalSec: sec})
+	return heartbeatInterval(env, &arcp.Welcome{HeartbeatIntervalSec: float64(sec)})
 }
 
 // HousekeepingIdle reports whether housekeeping runs at the idle period.

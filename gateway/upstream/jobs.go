@@ -94,6 +94,7 @@ type job struct {
 	chunks     chunkAssembler
 	doneCh     chan struct{} // JobDone, created on demand
 	evicted    bool          // the terminal was trimmed under the caps: Wait says ErrResultEvicted
+	awaited    bool          // a caller will Wait for the terminal: the caps keep it (see enforceCapsLocked)
 }
 
 // waitChLocked returns a channel closed at j's next change.
@@ -444,7 +445,13 @@ func (c *Conn) enforceCapsLocked(now time.Time) {
 		f := &c.finished
 		for i := f.head + f.empty; i < len(f.q) && over(); i++ {
 			j := f.q[i]
-			c.trimLocked(j, c.excessIn(j))
+			n := c.excessIn(j)
+			if j.awaited && j.term != nil {
+				// A caller waits for this result: only the history
+				// before it goes; step 3 sheds live jobs instead.
+				n = min(n, len(j.items)-1)
+			}
+			c.trimLocked(j, n)
 			if len(j.items) == 0 && i == f.head+f.empty {
 				f.empty++
 			}
@@ -571,6 +578,8 @@ func (c *Conn) Wait(ctx context.Context, jobID string) (Terminal, error) {
 	if j == nil {
 		return Terminal{}, ErrUnknownJob
 	}
+	// Whatever this Wait returns, the terminal is no longer kept for it.
+	defer func() { j.awaited = false }()
 	for {
 		if j.removed {
 			return Terminal{}, ErrUnknownJob

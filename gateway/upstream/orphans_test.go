@@ -61,7 +61,7 @@ func TestTombstoneOverflow(t *testing.T) {
 	rt := srv.Runtime()
 	cfg := baseConfig(srv.URL())
 	cfg.MaxTombstones = 3
-	upstream.SetKnobs(&cfg, upstream.Knobs{NoTraceIDs: true})
+	cfg.Traits = upstream.KnownEcho(1) // all n submits are written before any is answered
 	c := dial(t, cfg)
 	ctx := testCtx(t, 20*time.Second)
 	// The runtime sits on each submit long enough for all of them to be

@@ -49,13 +49,13 @@ type request struct {
 	// Submits: the correlation core's handle, the idempotency key on the
 	// wire, whether it is the caller's own, and whether it was ever written
 	// (from then on the core owns its slot).
-	cid         correlate.ID
-	key         string
-	callerTrace bool // the trace id is the caller's: it may name other jobs too
-	callerKey   bool
-	written     bool
-	inline      bool // its caller writes the queue itself when no writer runs (writeInline)
-	done        chan struct{}
+	cid       correlate.ID
+	key       string
+	callerKey bool
+	awaited   bool // SubmitOptions.AwaitResult
+	written   bool
+	inline    bool // its caller writes the queue itself when no writer runs (writeInline)
+	done      chan struct{}
 
 	// Answer.
 	acc  arcp.Accepted
@@ -201,7 +201,6 @@ func (c *Conn) encodeRequestWith(kind reqKind, typ, jobID string, payload any, o
 	r := newRequest(kind, env)
 	if kind == kindSubmit && !c.cfg.knobs.noTraceIDs {
 		r.traceID = opts.TraceID
-		r.callerTrace = r.traceID != ""
 		if r.traceID == "" {
 			r.traceID = newTraceID()
 		}
@@ -325,11 +324,17 @@ func (c *Conn) Submit(ctx context.Context, s arcp.Submit) (arcp.Accepted, error)
 type SubmitOptions struct {
 	// TraceID is the job's W3C trace id (32 lowercase hex characters, see
 	// arcp.ValidTraceID); empty means a fresh random one. Callers may share
-	// one trace id across jobs: accepts are matched by trace id only when
-	// it is unique among the waiting submits.
+	// one trace id across jobs: accepts are matched by trace id only while
+	// it names one submit (see the correlation core's rules), and a submit
+	// whose trace id does not is written only when no other waits.
 	TraceID string
 	// Extensions are put on the job.submit envelope ("x-vendor.*" keys).
 	Extensions map[string]json.RawMessage
+	// AwaitResult says the caller will Wait for the job's result: once
+	// the job ends, its terminal is kept when the session's caps need
+	// room (other jobs' logs go first, a flooding live job's included)
+	// until a Wait returns or the job is forgotten.
+	AwaitResult bool
 }
 
 // SubmitWith is Submit with envelope options. The accepted job's trace id
@@ -348,7 +353,7 @@ func (c *Conn) SubmitWith(ctx context.Context, s arcp.Submit, opts SubmitOptions
 	if err != nil {
 		return arcp.Accepted{}, err
 	}
-	r.key, r.callerKey = key, own
+	r.key, r.callerKey, r.awaited = key, own, opts.AwaitResult
 	if dl, ok := ctx.Deadline(); ok {
 		r.budget = dl.Sub(start)
 	}

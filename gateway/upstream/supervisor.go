@@ -372,7 +372,10 @@ func (c *Conn) reconnect(cause error) *transport {
 		}
 		if err == nil && hs.sessionID != c.sessionID {
 			hs.ws.CloseNow()
-			err = &arcp.Error{Code: arcp.CodeResumeWindowExpired, Message: "the runtime answered the resume with another session"}
+			c.ctr.ResumeFailures.Add(1)
+			c.finish(&LostError{Code: arcp.CodeInternalError,
+				Err: fmt.Errorf("%w: resumed %q, welcomed %.64q", ErrResumeMismatch, c.sessionID, hs.sessionID)})
+			return nil
 		}
 		if err == nil && c.isDetached() {
 			hs.ws.CloseNow()

@@ -101,15 +101,21 @@ func (c *Conn) handshake(ctx context.Context, resume *arcp.Resume) (*handshakeRe
 		}
 		env, err := arcp.Decode(data, arcp.DecodeOptions{})
 		if err != nil {
+			// Nothing but a welcome (or a refusal) may come now: waiting
+			// on would only turn the runtime's fault into a timeout.
 			c.ctr.MalformedFrames.Add(1)
-			continue
+			return nil, fail("welcome", &ProtocolError{Stage: "handshake", Detail: "unreadable frame instead of session.welcome: " + err.Error()})
 		}
 		switch env.Type {
 		case arcp.TypeWelcome:
 			w, err := arcp.DecodePayload[arcp.Welcome](env)
 			if err != nil || env.SessionID == "" || w.ResumeToken == "" {
 				c.ctr.MalformedFrames.Add(1)
-				return nil, fail("welcome", errorf("malformed welcome"))
+				detail := "session.welcome without session_id or resume_token"
+				if err != nil {
+					detail = "malformed session.welcome: " + err.Error()
+				}
+				return nil, fail("welcome", &ProtocolError{Stage: "handshake", Detail: detail})
 			}
 			if !stopWatch() {
 				// The handshake's context ended as the welcome came: the
@@ -136,6 +142,7 @@ func (c *Conn) handshake(ctx context.Context, resume *arcp.Resume) (*handshakeRe
 			} else {
 				c.ctr.UnknownTypes.Add(1)
 			}
+			return nil, fail("welcome", &ProtocolError{Stage: "handshake", Detail: fmt.Sprintf("%.64q instead of session.welcome", env.Type)})
 		}
 	}
 }
@@ -334,7 +341,10 @@ func (c *Conn) takeBatch(t *transport, batch [][]byte) [][]byte {
 		// While the correlation core waits for a reconciliation barrier
 		// no submit may be written (and nothing behind one, to keep
 		// queue order).
-		if r := c.out.peek(); r == nil || r.kind == kindSubmit && !c.core.MayWriteSubmits() {
+		// A submit that cannot be pipelined (the runtime is not known to
+		// echo trace ids, or its trace id names other submits too) waits
+		// until the submits before it are answered.
+		if r := c.out.peek(); r == nil || r.kind == kindSubmit && !c.core.MayWriteSubmit(r.cid, r.traceID) {
 			break
 		}
 		r := c.out.pop()
@@ -342,16 +352,9 @@ func (c *Conn) takeBatch(t *transport, batch [][]byte) [][]byte {
 		r.state = stateSent
 		r.gen = t.gen
 		if r.kind == kindSubmit {
-			// Only trace ids the connection minted identify a submit: a
-			// caller's trace id may be shared by many jobs, old and new.
-			trace := r.traceID
-			if r.callerTrace {
-				trace = ""
-			}
-			if !c.core.Written(r.cid, r.id, trace, r.key, r.callerKey) {
+			if !c.core.Written(r.cid, r.id, r.traceID, r.key, r.callerKey) {
 				continue // the core did not ask for this write
 			}
-			c.core.NoteWireTrace(r.cid, r.traceID) // the replay rule (reattach.go)
 			r.written = true
 		} else {
 			c.pending[r.id] = r

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -65,6 +66,17 @@ var (
 	// ErrSessionEnded is Lost's error for session-fatal session.error
 	// codes; the connection wraps it with the runtime's error.
 	ErrSessionEnded = errors.New("the runtime ended the session")
+	// ErrUnreadableAnswers fails a submit that was in flight when the
+	// runtime sent an unreadable answer MaxUnreadable times: the runtime
+	// is answering it with garbage, and resuming again would only churn.
+	ErrUnreadableAnswers = errors.New("the runtime answered the submit with unreadable frames")
+	// ErrUnreadableAnswer is the cause of the Drop that follows an
+	// unreadable answer while submits wait.
+	ErrUnreadableAnswer = errors.New("unreadable answer while submits wait: FIFO alignment unknown")
+	// ErrEchoLost is the cause of the Drop that follows an accept without
+	// a trace id from a runtime that had been echoing them, while more
+	// than one submit waits: which one it answers is unknown.
+	ErrEchoLost = errors.New("the runtime stopped echoing trace ids while several submits wait")
 )
 
 // Verdict says what to do with frames of a job the connection does not know.
@@ -100,6 +112,10 @@ type Counters struct {
 	ReconciledByList   uint64 // limbo submits bound by a list_jobs answer
 	PositionalIgnored  uint64 // positional rejections during quarantine or with nothing waiting
 	SessionErrorResume uint64 // session-level errors that led to a resume
+	SerializedWrites   uint64 // submits held back because they could not be pipelined
+	UnreadableAnswers  uint64 // unreadable answers while submits waited (each drops the transport)
+	UnreadableFailures uint64 // submits failed after MaxUnreadable unreadable answers
+	EchoLost           uint64 // accepts without a trace id from a runtime that echoed them
 	ForeignReplays     uint64 // accepts replaying a job another session created (Deliver with Foreign)
 }
 
@@ -118,12 +134,20 @@ type entry struct {
 	oldReqs   []string // envelope ids of earlier writes
 	trace     string
 	key       string
-	callerKey bool   // the key is the caller's own (a replay of an unseen job is possible)
-	wire      string // the trace id on the wire when trace is empty (NoteWireTrace)
-	live      bool   // the caller still waits
+	callerKey bool // the key is the caller's own (a replay of an unseen job is possible)
+	live      bool // the caller still waits
 	where     where
 	resent    bool      // written again after a resume: its answer ends reconciliation
 	tombExp   time.Time // abandoned: when its slot's tombstone expires
+	strikes   int       // unreadable answers received while it was in flight
+}
+
+// deadRec remembers the trace id of a submit that ended without its own
+// accept (abandoned and not written again, or failed by position): a later
+// accept carrying it is the answer to that submit.
+type deadRec struct {
+	exp time.Time
+	key string
 }
 
 type jobRec struct {
@@ -141,6 +165,17 @@ type Config struct {
 	// MaxUnclaimed bounds jobs held as unclaimed; beyond it a new one is
 	// an orphan at once.
 	MaxUnclaimed int
+	// MaxUnreadable is how many unreadable answers a submit in flight
+	// survives (each drops the transport and reconciles) before it fails
+	// with ErrUnreadableAnswers. Default 3.
+	MaxUnreadable int
+	// MaxDeadTraces bounds the remembered trace ids of submits that ended
+	// without their own accept. Default 100,000.
+	MaxDeadTraces int
+	// Echo is what is already known of the runtime: 1 it copies each
+	// submit's trace id onto its job.accepted, -1 it does not, 0 unknown
+	// (one submit in flight until the first accept shows it).
+	Echo int8
 	// brokenRule disables one rule; only tests set it, to show that the
 	// property test catches it.
 	brokenRule string
@@ -158,25 +193,36 @@ type Core struct {
 	entries map[ID]*entry
 	byReq   map[string]*entry // every envelope id an entry was written under
 	byTrace map[string]*entry // waiting entries (fifo, limbo, resendPending) by their unique trace id
+	traceN  map[string]int32  // waiting entries per trace id: a trace id identifies a submit only while it is 1
 	fifo    []*entry          // current transport, wire order; gone entries skipped
 	head    int
 	limbo   []*entry // earlier transports' unanswered submits, wire order
 
-	jobs       map[string]*jobRec   // jobs bound to a submit, or cancelled as orphans
-	unclaimed  map[string]string    // job id → trace id: accepted or seen during reconciliation, not yet bound
-	deadTrace  map[string]time.Time // trace ids of abandoned submits not written again → expiry
-	wantCancel map[string]struct{}  // cancels owned by the connection until confirmed
+	jobs       map[string]*jobRec  // jobs bound to a submit, or cancelled as orphans
+	unclaimed  map[string]string   // job id → trace id: accepted or seen during reconciliation, not yet bound
+	deadTrace  map[string]deadRec  // trace ids of submits that ended without their own accept
+	wantCancel map[string]struct{} // cancels owned by the connection until confirmed
 
 	echo          int8 // 0 unknown, 1 the runtime copies trace ids onto accepts, -1 it does not
 	connected     bool
 	quarantine    bool
 	barrierReq    string
 	barrierExp    time.Time
-	barrierMisses int // consecutive barriers left unanswered
-	resends       int // resent entries still in the fifo or pending
+	barrierMisses int    // consecutive barriers left unanswered
+	barrierN      uint64 // barriers the core named itself (after positional rejections)
+	needBarrier   bool   // a positional rejection from a runtime not known to echo awaits a barrier's answer
+	resends       int    // resent entries still in the fifo or pending
 
-	out []Action
-	ctr Counters
+	out  []Action
+	ctr  Counters
+	last time.Time // the latest time an event carried (for events that carry none)
+}
+
+// at records the time an event carried.
+func (c *Core) at(now time.Time) {
+	if now.After(c.last) {
+		c.last = now
+	}
 }
 
 // New returns an empty core, not connected.
@@ -190,9 +236,15 @@ func New(cfg Config) *Core {
 	if cfg.MaxUnclaimed <= 0 {
 		cfg.MaxUnclaimed = 10_000
 	}
+	if cfg.MaxUnreadable <= 0 {
+		cfg.MaxUnreadable = 3
+	}
+	if cfg.MaxDeadTraces <= 0 {
+		cfg.MaxDeadTraces = 100_000
+	}
 	// The maps are made on first write: an idle session's core costs no
 	// more than its struct (reads and deletes work on nil maps).
-	return &Core{cfg: cfg}
+	return &Core{cfg: cfg, echo: cfg.Echo}
 }
 
 // put stores v under k in *m, making the map on first use.
@@ -214,9 +266,54 @@ func (c *Core) Actions() []Action {
 // Counters returns the counts so far.
 func (c *Core) Counters() Counters { return c.ctr }
 
-// MayWriteSubmits reports whether new submits may be written now: not while
-// a barrier is awaited.
+// MayWriteSubmits reports whether submits may be written now at all: not
+// while a barrier is awaited. MayWriteSubmit says whether a given one may.
 func (c *Core) MayWriteSubmits() bool { return c.connected && !c.quarantine }
+
+// MayWriteSubmit reports whether the submit id with trace id trace may be
+// written now. Submits are pipelined only when the runtime is known to echo
+// trace ids and trace identifies this submit alone; any other submit is
+// written only when no earlier one waits on the transport, since nothing
+// could tell its accept from theirs if the runtime answered out of order.
+// A false answer is counted once per call; the connection asks again after
+// the next answer.
+func (c *Core) MayWriteSubmit(id ID, trace string) bool {
+	if !c.MayWriteSubmits() {
+		return false
+	}
+	if c.fifoIdle() || c.echo == 1 && c.identifies(id, trace) && c.cfg.brokenRule != "pipeline-always" {
+		return true
+	}
+	if c.cfg.brokenRule == "pipeline-always" {
+		return true
+	}
+	c.ctr.SerializedWrites++
+	return false
+}
+
+// identifies reports whether trace would name only the submit id: no other
+// waiting submit carries it and no submit that ended without its accept did.
+func (c *Core) identifies(id ID, trace string) bool {
+	if trace == "" {
+		return false
+	}
+	if _, dead := c.deadTrace[trace]; dead {
+		return false
+	}
+	n := c.traceN[trace]
+	if e := c.entries[id]; e != nil {
+		return n == 1 && c.byTrace[trace] == e
+	}
+	return n == 0
+}
+
+// fifoIdle reports whether no submit waits on the current transport, live
+// or abandoned.
+func (c *Core) fifoIdle() bool { return c.front() == nil }
+
+// Echo returns what the core knows of the runtime's trace ids: 1 echoed, -1
+// not, 0 unknown (see Config.Echo).
+func (c *Core) Echo() int8 { return c.echo }
 
 // Waiting returns the number of submits written and not yet answered
 // (live or abandoned), in the FIFO, in limbo or waiting to be written again.
@@ -232,25 +329,27 @@ func (c *Core) Connected() { c.connected = true }
 
 // Written records that the submit id was written on the current transport
 // with envelope id req. key is never empty; callerKey says it is the caller's
-// own. trace must be unique among waiting submits, or empty: only a trace id
-// the connection minted may identify a submit (a caller's may be shared by
+// own. trace is the trace id on the envelope (empty if none); it identifies
+// the submit only while no other waiting submit carries it and no submit
+// that ended without its accept did (a caller's trace id may be shared by
 // many jobs). A submit asked for by Resend is written with the same key and trace.
 // It reports false, changing nothing, for a submit the core knows and did
 // not ask to be written (the connection must not write it).
 func (c *Core) Written(id ID, req, trace, key string, callerKey bool) bool {
 	e := c.entries[id]
 	if e == nil {
+		unique := c.identifies(id, trace)
 		e = &entry{id: id, trace: trace, key: key, callerKey: callerKey, live: true}
 		put(&c.entries, id, e)
-		switch {
-		case trace == "":
-		case c.byTrace[trace] != nil:
-			// Trace ids must be unique among waiting submits (the
-			// connection passes only ids it minted). Were one not, it
-			// would identify neither submit: position decides.
-			delete(c.byTrace, trace)
-		default:
-			put(&c.byTrace, trace, e)
+		if trace != "" {
+			// A trace id shared by waiting submits, or by one that
+			// ended unanswered, identifies none of them: position
+			// decides, and MayWriteSubmit kept this one from being
+			// pipelined.
+			if unique {
+				put(&c.byTrace, trace, e)
+			}
+			put(&c.traceN, trace, c.traceN[trace]+1)
 		}
 	} else {
 		if e.where != resendPending {
@@ -268,6 +367,7 @@ func (c *Core) Written(id ID, req, trace, key string, callerKey bool) bool {
 // GaveUp records that the caller of id stopped waiting at now; its slot
 // stays as a tombstone until ttl has passed.
 func (c *Core) GaveUp(id ID, now time.Time, ttl time.Duration) {
+	c.at(now)
 	e := c.entries[id]
 	if e == nil || !e.live {
 		return
@@ -285,10 +385,17 @@ func (c *Core) GaveUp(id ID, now time.Time, ttl time.Duration) {
 // bury forgets an abandoned entry that will not be answered in place, and
 // tombstones its trace id so that a late accept carrying it is an orphan.
 func (c *Core) buryLocked(e *entry, now time.Time) {
-	if e.trace != "" {
-		put(&c.deadTrace, e.trace, now.Add(c.cfg.TraceTTL))
-	}
 	c.forget(e)
+	c.markDead(e, now)
+}
+
+// markDead remembers e's trace id (if it identified e alone) as the trace of
+// a submit that ended without its own accept. Call after forget.
+func (c *Core) markDead(e *entry, now time.Time) {
+	if e.trace == "" || c.traceN[e.trace] > 0 || len(c.deadTrace) >= c.cfg.MaxDeadTraces {
+		return
+	}
+	put(&c.deadTrace, e.trace, deadRec{exp: now.Add(c.cfg.TraceTTL), key: e.key})
 }
 
 func (c *Core) forget(e *entry) {
@@ -298,14 +405,21 @@ func (c *Core) forget(e *entry) {
 	for _, r := range e.oldReqs {
 		delete(c.byReq, r)
 	}
-	if e.trace != "" && c.byTrace[e.trace] == e {
-		delete(c.byTrace, e.trace)
+	if e.trace != "" {
+		if c.byTrace[e.trace] == e {
+			delete(c.byTrace, e.trace)
+		}
+		if n := c.traceN[e.trace] - 1; n > 0 {
+			c.traceN[e.trace] = n
+		} else {
+			delete(c.traceN, e.trace)
+		}
 	}
 }
 
-// byTraceID returns the waiting entry with trace id t.
+// byTraceID returns the waiting entry trace id t identifies.
 func (c *Core) byTraceID(t string) *entry {
-	if t == "" {
+	if t == "" || c.traceN[t] != 1 {
 		return nil
 	}
 	return c.byTrace[t]
@@ -381,6 +495,7 @@ func (c *Core) orphan(job string) {
 
 // Accepted handles a job.accepted for job with trace id trace ("" if none).
 func (c *Core) Accepted(job, trace string, now time.Time) {
+	c.at(now)
 	if c.quarantine {
 		c.acceptedInQuarantine(job, trace, now)
 		return
@@ -415,10 +530,34 @@ func (c *Core) Accepted(job, trace string, now time.Time) {
 		}
 		return
 	}
+	if d, ok := c.deadTrace[trace]; trace != "" && ok && now.Before(d.exp) && c.traceN[trace] == 0 && c.cfg.brokenRule != "no-dead-trace" {
+		if head != nil && head.callerKey && head.key == d.key {
+			// An idempotent replay for the head (§7.2): the submit
+			// that ended unanswered had the head's own key.
+			c.bind(head, job)
+			return
+		}
+		// The answer to a submit that ended without it (abandoned, or
+		// failed by a positional rejection that was not its own).
+		c.ctr.LateAnswers++
+		c.orphan(job)
+		return
+	}
 	if head == nil {
 		c.ctr.LateAnswers++
 		c.orphan(job)
 		return
+	}
+	if trace == "" && c.echo == 1 {
+		// The runtime echoed trace ids and stopped. With one submit
+		// waiting position is sound; with more, which one this answers
+		// is unknown: reconcile on a new transport.
+		c.ctr.EchoLost++
+		c.echo = -1
+		if c.inFIFO() > 1 {
+			c.emit(Action{Kind: Drop, Err: ErrEchoLost})
+			return
+		}
 	}
 	if trace != "" && c.echo == 1 && !head.callerKey && trace != head.trace && c.cfg.brokenRule != "no-stale-check" {
 		// The runtime copies trace ids, this one names nothing waiting,
@@ -431,14 +570,25 @@ func (c *Core) Accepted(job, trace string, now time.Time) {
 		c.bindReplay(head, job)
 		return
 	}
-	if trace != "" && c.echo == 0 {
-		if trace == head.trace {
+	if c.echo == 0 {
+		if trace != "" && trace == head.trace {
 			c.echo = 1
 		} else {
 			c.echo = -1
 		}
 	}
 	c.bind(head, job)
+}
+
+// inFIFO counts the submits waiting on the current transport.
+func (c *Core) inFIFO() int {
+	n := 0
+	for _, e := range c.fifo[c.head:] {
+		if e != nil && e.where == inFIFO {
+			n++
+		}
+	}
+	return n
 }
 
 // isDuplicateOf: a second accept for job r while head waits. It is a
@@ -458,7 +608,7 @@ func (c *Core) acceptedInQuarantine(job, trace string, now time.Time) {
 		c.ctr.DuplicateAnswers++
 		return
 	}
-	if exp, ok := c.deadTrace[trace]; trace != "" && ok && now.Before(exp) {
+	if d, ok := c.deadTrace[trace]; trace != "" && ok && now.Before(d.exp) && c.traceN[trace] == 0 {
 		c.ctr.LateAnswers++
 		c.orphan(job)
 		return
@@ -478,6 +628,7 @@ func (c *Core) hold(job, trace string) {
 // reports whether req was a submit's (or the barrier's) envelope id; other
 // requests are the connection's business.
 func (c *Core) Rejected(req string, err error, now time.Time) bool {
+	c.at(now)
 	if req != "" && req == c.barrierReq {
 		c.barrierAnswered(nil, now)
 		return true
@@ -507,7 +658,8 @@ func (c *Core) Rejected(req string, err error, now time.Time) bool {
 // under a job id never accepted, job.error DUPLICATE_KEY on an existing
 // job, or a session.error without request_id carrying a submit rejection
 // code. It answers the FIFO head.
-func (c *Core) RejectedByPosition(err error) {
+func (c *Core) RejectedByPosition(err error, now time.Time) {
+	c.at(now)
 	if c.quarantine {
 		c.ctr.PositionalIgnored++
 		return
@@ -517,7 +669,63 @@ func (c *Core) RejectedByPosition(err error) {
 		c.ctr.PositionalIgnored++
 		return
 	}
-	c.fail(head, err)
+	c.failByPosition(head, err)
+}
+
+// failByPosition fails e with a rejection that did not name it. If the
+// runtime in fact answered another submit (out of order, or a stray error),
+// e's own accept may still come: its trace id is remembered so that accept
+// is cancelled as an orphan, never handed to another submit.
+//
+// A runtime not known to echo trace ids gives nothing to recognise that
+// accept by, so a barrier follows (as after a resume): until it is answered
+// no submit is written, and an accept that comes before its answer is held
+// and, unclaimed, cancelled as an orphan.
+func (c *Core) failByPosition(e *entry, err error) {
+	c.fail(e, err)
+	if c.cfg.brokenRule != "no-dead-trace" {
+		c.markDead(e, c.last)
+	}
+	if c.echo != 1 && c.cfg.brokenRule != "no-position-barrier" {
+		// Until a barrier is answered, on this transport or (answers to
+		// requests read before a drop may come on the next) a later one.
+		c.needBarrier = true
+	}
+	if c.needBarrier && c.connected && !c.quarantine {
+		c.barrierN++
+		c.quarantine = true
+		c.barrierReq = "sessiongate-barrier-" + strconv.FormatUint(c.barrierN, 10)
+		c.barrierExp = c.last.Add(c.cfg.BarrierTimeout)
+		c.emit(Action{Kind: WriteBarrier, Req: c.barrierReq})
+	}
+}
+
+// Unreadable handles an answer that cannot be read (a job.accepted or
+// session.error that does not decode, or a frame that might be one) at now.
+// With no submit waiting it is junk and changes nothing. Otherwise the
+// FIFO's alignment with the runtime is unknown and guessing could hand a job
+// to the wrong caller: every live submit on the transport takes a strike,
+// one that reaches MaxUnreadable fails with ErrUnreadableAnswers (its slot
+// stays as a tombstone, so its late accept is still recognised), and the
+// transport is dropped so the rest are reconciled.
+func (c *Core) Unreadable(now time.Time) {
+	c.at(now)
+	if len(c.entries) == 0 {
+		return
+	}
+	c.ctr.UnreadableAnswers++
+	for _, e := range c.fifo[c.head:] {
+		if e == nil || e.where != inFIFO || !e.live {
+			continue
+		}
+		if e.strikes++; e.strikes >= c.cfg.MaxUnreadable && c.cfg.brokenRule != "no-unreadable-bound" {
+			e.live = false
+			e.tombExp = now.Add(c.cfg.TraceTTL)
+			c.ctr.UnreadableFailures++
+			c.emit(Action{Kind: Fail, ID: e.id, Err: ErrUnreadableAnswers})
+		}
+	}
+	c.emit(Action{Kind: Drop, Err: ErrUnreadableAnswer})
 }
 
 // Submit rejection codes a session.error without request_id may carry.
@@ -531,7 +739,7 @@ var rejectionCodes = map[string]bool{
 func IsRejectionCode(code string) bool { return rejectionCodes[code] }
 
 // SessionError handles a session.error without request_id.
-func (c *Core) SessionError(code string, retryable bool, err error) {
+func (c *Core) SessionError(code string, retryable bool, err error, now time.Time) {
 	switch {
 	case code == "UNAUTHENTICATED" || code == "RESUME_WINDOW_EXPIRED":
 		c.emit(Action{Kind: Lost, Err: err})
@@ -541,13 +749,13 @@ func (c *Core) SessionError(code string, retryable bool, err error) {
 		c.ctr.SessionErrorResume++
 		c.emit(Action{Kind: Drop, Err: err})
 	case rejectionCodes[code]:
-		c.RejectedByPosition(err)
+		c.RejectedByPosition(err, now)
 	case !retryable:
 		c.emit(Action{Kind: Lost, Err: err})
 	case code == "INTERNAL_ERROR" && !c.quarantine && c.front() != nil:
 		// The TS SDK refuses a submit at its caps with a retryable
 		// INTERNAL_ERROR and no request_id: the head's answer.
-		c.RejectedByPosition(err)
+		c.RejectedByPosition(err, now)
 	default:
 		// Anything else retryable: resume; the runtime answers the
 		// resume with the truth.
@@ -559,6 +767,7 @@ func (c *Core) SessionError(code string, retryable bool, err error) {
 // UnknownJob says what to do with a frame of a job the connection does not
 // know.
 func (c *Core) UnknownJob(job string, now time.Time) Verdict {
+	c.at(now)
 	if r := c.jobs[job]; r != nil {
 		if r.owner == 0 {
 			return Late
@@ -589,11 +798,12 @@ const Consumed Verdict = 4
 // reconciliation is under way, is the TS SDK's rejection of the FIFO head
 // (Consumed); otherwise it is handled as UnknownJob.
 func (c *Core) UnknownJobError(job string, err error, now time.Time) Verdict {
+	c.at(now)
 	if r := c.jobs[job]; r != nil && r.owner == 0 {
 		return Late
 	}
 	if _, ok := c.unclaimed[job]; !ok && !c.Reconciling() && c.front() != nil {
-		c.RejectedByPosition(err)
+		c.RejectedByPosition(err, now)
 		return Consumed
 	}
 	return c.UnknownJob(job, now)
@@ -603,11 +813,12 @@ func (c *Core) UnknownJobError(job string, err error, now time.Time) Verdict {
 // connection knows is in fact the rejection of the FIFO head: the TS SDK
 // answers a conflicting idempotency key with job.error DUPLICATE_KEY on the
 // existing job's id. The existing job is not ended by it.
-func (c *Core) ExistingJobError(code string, err error) bool {
+func (c *Core) ExistingJobError(code string, err error, now time.Time) bool {
+	c.at(now)
 	if code != "DUPLICATE_KEY" || c.quarantine || c.front() == nil {
 		return false
 	}
-	c.fail(c.front(), err)
+	c.failByPosition(c.front(), err)
 	return true
 }
 
@@ -677,12 +888,13 @@ func (c *Core) Dropped() {
 // Resumed records that a new transport is up. barrierReq is the envelope id
 // the connection will use if a barrier is needed.
 func (c *Core) Resumed(barrierReq string, now time.Time) {
+	c.at(now)
 	c.connected = true
 	for _, job := range sortedKeys(c.wantCancel) {
 		c.emit(Action{Kind: Cancel, Job: job})
 	}
 	c.compactLimbo()
-	if len(c.limbo) == 0 {
+	if len(c.limbo) == 0 && !c.needBarrier {
 		return
 	}
 	if c.cfg.brokenRule == "no-barrier" {
@@ -710,6 +922,7 @@ func (c *Core) compactLimbo() {
 // ListAnswered handles a session.jobs answer naming req. It reports whether
 // it was the barrier.
 func (c *Core) ListAnswered(req string, jobs []Listed, now time.Time) bool {
+	c.at(now)
 	if req == "" || req != c.barrierReq {
 		return false
 	}
@@ -721,6 +934,7 @@ func (c *Core) ListAnswered(req string, jobs []Listed, now time.Time) bool {
 // trace ids, the live rest written again, the abandoned rest buried.
 func (c *Core) barrierAnswered(jobs []Listed, now time.Time) {
 	c.barrierMisses = 0
+	c.needBarrier = false
 	// Quarantine lasts until the list is bound: binding must not settle
 	// the reconciliation half-way.
 	c.quarantine = true
@@ -732,7 +946,7 @@ func (c *Core) barrierAnswered(jobs []Listed, now time.Time) {
 		if e := c.byTraceID(l.TraceID); e != nil && e.where == inLimbo && c.jobs[l.JobID] == nil {
 			c.ctr.ReconciledByList++
 			c.bind(e, l.JobID)
-		} else if exp, ok := c.deadTrace[l.TraceID]; ok && now.Before(exp) && c.jobs[l.JobID] == nil {
+		} else if d, ok := c.deadTrace[l.TraceID]; ok && now.Before(d.exp) && c.traceN[l.TraceID] == 0 && c.jobs[l.JobID] == nil {
 			c.orphan(l.JobID)
 		}
 	}
@@ -776,8 +990,9 @@ func (c *Core) Idle() bool {
 // Tick lets time pass: expired trace tombstones go, a stalled FIFO drops the
 // transport, an unanswered barrier times out.
 func (c *Core) Tick(now time.Time) {
-	for t, exp := range c.deadTrace {
-		if !now.Before(exp) {
+	c.at(now)
+	for t, d := range c.deadTrace {
+		if !now.Before(d.exp) {
 			delete(c.deadTrace, t)
 		}
 	}
@@ -824,6 +1039,7 @@ func (c *Core) Closed(err error) {
 	clear(c.entries)
 	clear(c.byReq)
 	clear(c.byTrace)
+	clear(c.traceN)
 	clear(c.fifo)
 	c.fifo, c.head = c.fifo[:0], 0
 	c.limbo = c.limbo[:0]
@@ -857,21 +1073,7 @@ func (c *Core) HeadTombstone() (time.Time, bool) {
 // job.accepted payload); a runtime that copies trace ids answers a new job
 // with the head's.
 func (c *Core) replayOfUnseen(trace string, head *entry) bool {
-	ours := head.trace
-	if ours == "" {
-		ours = head.wire
-	}
-	return trace != "" && ours != "" && trace != ours && head.callerKey && c.echo != -1 && c.cfg.brokenRule != "no-foreign"
-}
-
-// NoteWireTrace records the trace id submit id was written with when it is
-// not one Written may identify it by (a caller's own, possibly shared by
-// other jobs). It serves only the replay rule: an accept carrying another
-// trace id cannot be this submit's own new job.
-func (c *Core) NoteWireTrace(id ID, trace string) {
-	if e := c.entries[id]; e != nil {
-		e.wire = trace
-	}
+	return trace != "" && head.trace != "" && trace != head.trace && head.callerKey && c.echo != -1 && c.cfg.brokenRule != "no-foreign"
 }
 
 // bindReplay binds job to e as bind does and marks the delivery Foreign.

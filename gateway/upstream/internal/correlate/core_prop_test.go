@@ -40,6 +40,12 @@ type dialect struct {
 	reuseLive   bool // sometimes answers a submit with a live job's id
 	ownTrace    bool // when not echoing, stamps trace ids of its own
 	lossyAnswer bool // answers in flight at a drop are lost (always true on a real socket)
+	reorder     bool // answers the submits it has read in any order (a hostile or concurrent runtime)
+	stray       bool // sometimes sends a job.error for a job that never existed
+	garbage     bool // answers some submits (fixed by key) with an unreadable frame
+	sharedTrace bool // callers share trace ids (one W3C trace fanning out)
+	knownEcho   bool // the core starts knowing the runtime echoes (learned on another session)
+	callerKeys  bool // every other caller brings its own idempotency key
 }
 
 var dialects = []dialect{
@@ -52,6 +58,17 @@ var dialects = []dialect{
 	{name: "no-echo-no-list-positional", reject: 1, late: true, lossyAnswer: true},
 	{name: "reuse-live-ids", echo: false, reuseLive: true, listJobs: true, lossyAnswer: true},
 	{name: "reuse-live-ids-echo", echo: true, reuseLive: true, listJobs: true, listTrace: true, lossyAnswer: true},
+	// Hostile and out-of-order runtimes.
+	{name: "reorder-echo", echo: true, reorder: true, listJobs: true, listTrace: true, lossyAnswer: true},
+	{name: "reorder-echo-known", echo: true, reorder: true, knownEcho: true, listJobs: true, listTrace: true, lossyAnswer: true},
+	{name: "reorder-no-echo", reorder: true, late: true, listJobs: true, lossyAnswer: true},
+	{name: "reorder-own-trace", reorder: true, ownTrace: true, lossyAnswer: true},
+	{name: "reorder-shared-trace", echo: true, reorder: true, sharedTrace: true, knownEcho: true, listJobs: true, listTrace: true, lossyAnswer: true},
+	{name: "stray-errors", echo: true, stray: true, reject: 1, knownEcho: true, callerKeys: true, listJobs: true, listTrace: true, lossyAnswer: true},
+	{name: "stray-errors-no-echo", stray: true, reject: 1, late: true, listJobs: true, lossyAnswer: true},
+	{name: "stray-errors-reorder", echo: true, stray: true, reorder: true, knownEcho: true, listJobs: true, listTrace: true, lossyAnswer: true},
+	{name: "garbage", echo: true, garbage: true, knownEcho: true, listJobs: true, listTrace: true, lossyAnswer: true},
+	{name: "garbage-no-echo", garbage: true, late: true, lossyAnswer: true},
 }
 
 type frameKind uint8
@@ -70,6 +87,7 @@ const (
 	aCancelled
 	aBarrierErr
 	aEvent
+	aGarbage
 )
 
 type frame struct {
@@ -129,7 +147,7 @@ type sim struct {
 func newSim(t testing.TB, seed uint64, d dialect, broken string) *sim {
 	s := &sim{
 		t: t, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), d: d,
-		core:      New(Config{BarrierTimeout: 20 * time.Second, TraceTTL: time.Minute, brokenRule: broken}),
+		core:      New(Config{BarrierTimeout: 20 * time.Second, TraceTTL: time.Minute, Echo: knownEcho(d), brokenRule: broken}),
 		now:       time.Unix(1_700_000_000, 0),
 		callers:   map[ID]*caller{},
 		held:      map[string]bool{},
@@ -141,6 +159,13 @@ func newSim(t testing.TB, seed uint64, d dialect, broken string) *sim {
 	s.connected = true
 	s.core.Connected()
 	return s
+}
+
+func knownEcho(d dialect) int8 {
+	if d.knownEcho {
+		return 1
+	}
+	return 0
 }
 
 func (s *sim) logf(format string, args ...any) {
@@ -227,13 +252,17 @@ func (s *sim) apply() {
 func (s *sim) submit() {
 	s.nextID++
 	id := s.nextID
-	s.callers[id] = &caller{key: fmt.Sprintf("k%d", id), trace: fmt.Sprintf("t%d", id), inOutbox: true}
+	tr := fmt.Sprintf("t%d", id)
+	if s.d.sharedTrace && s.rng.IntN(2) == 0 {
+		tr = fmt.Sprintf("shared%d", id%3)
+	}
+	s.callers[id] = &caller{key: fmt.Sprintf("k%d", id), trace: tr, inOutbox: true}
 	s.outbox = append(s.outbox, id)
 	s.logf("new %d", id)
 }
 
 func (s *sim) write() bool {
-	if !s.connected || !s.core.MayWriteSubmits() || len(s.outbox) == 0 {
+	if !s.connected || len(s.outbox) == 0 || !s.core.MayWriteSubmit(s.outbox[0], s.callers[s.outbox[0]].trace) {
 		return false
 	}
 	id := s.outbox[0]
@@ -242,7 +271,7 @@ func (s *sim) write() bool {
 	c.inOutbox = false
 	req := s.newReq()
 	c.written = true
-	if !s.core.Written(id, req, c.trace, c.key, false) {
+	if !s.core.Written(id, req, c.trace, c.key, s.d.callerKeys && id%2 == 0) {
 		s.fatalf("core refused the write of caller %d", id)
 	}
 	s.toRT = append(s.toRT, frame{kind: fSubmit, req: req, id: id, key: c.key, trace: c.trace})
@@ -297,14 +326,43 @@ func (s *sim) rejects(key string) bool {
 	return h%7 == 3
 }
 
+// garbles: the keys whose submits the runtime answers with garbage.
+func (s *sim) garbles(key string) bool {
+	h := 0
+	for _, b := range key {
+		h = h*37 + int(b)
+	}
+	return h%5 == 2
+}
+
 func (s *sim) rtAnswer() bool {
 	if !s.connected || len(s.readQ) == 0 {
 		return false
 	}
-	f := s.readQ[0]
-	s.readQ = s.readQ[1:]
+	i := 0
+	if s.d.reorder {
+		// Any of the submits read in a row may be answered first (the
+		// runtime still answers other requests in order).
+		n := 0
+		for n < len(s.readQ) && s.readQ[n].kind == fSubmit {
+			n++
+		}
+		if n > 1 {
+			i = s.rng.IntN(n)
+		}
+	}
+	f := s.readQ[i]
+	s.readQ = slices.Delete(s.readQ, i, i+1)
+	if s.d.stray && s.rng.IntN(6) == 0 {
+		s.jobN++
+		s.toGW = append(s.toGW, frame{kind: aRejectJob, job: fmt.Sprintf("stray%d", s.jobN)})
+	}
 	switch f.kind {
 	case fSubmit:
+		if s.d.garbage && s.garbles(f.key) {
+			s.toGW = append(s.toGW, frame{kind: aGarbage})
+			return true
+		}
 		if s.rejects(f.key) {
 			switch s.d.reject {
 			case 0:
@@ -400,7 +458,7 @@ func (s *sim) gwRecv() bool {
 		}
 	case aRejectJob, aRejectSession:
 		s.logf("recv positional reject")
-		s.core.RejectedByPosition(errRejected)
+		s.core.RejectedByPosition(errRejected, s.now)
 	case aList:
 		s.logf("recv list %s", f.req)
 		s.core.ListAnswered(f.req, f.list, s.now)
@@ -409,6 +467,9 @@ func (s *sim) gwRecv() bool {
 		s.core.Rejected(f.req, errRejected, s.now)
 	case aCancelled:
 		s.core.Cancelled(f.job)
+	case aGarbage:
+		s.logf("recv garbage")
+		s.core.Unreadable(s.now)
 	case aEvent:
 		s.jobs[f.job].eventSeen = true
 		if _, ok := s.delivered[f.job]; ok || s.held[f.job] {
@@ -658,6 +719,10 @@ func TestCorePropertiesCatchBrokenRules(t *testing.T) {
 	}{
 		{"no-barrier", "no-echo-late"},
 		{"no-key-check", "reuse-live-ids"},
+		{"pipeline-always", "reorder-no-echo"},
+		{"no-dead-trace", "stray-errors"},
+		{"no-unreadable-bound", "garbage"},
+		{"no-position-barrier", "stray-errors-no-echo"},
 	} {
 		t.Run(tc.rule, func(t *testing.T) {
 			var d dialect

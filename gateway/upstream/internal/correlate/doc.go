@@ -23,12 +23,35 @@
 // job.accepted (both official SDKs do), but a replayed idempotent accept
 // carries the ORIGINAL submit's trace id, and some runtimes set their own.
 //
+// # Trace ids: the caller's trace and the core's
+//
+// A submit's ARCP trace_id (§11) is the caller's W3C trace id when the
+// caller sent a traceparent, else one the gateway mints for it (or the RPC's
+// own trace when tracing is on). The core uses that same value to match
+// accepts, and never assumes it is unique: a trace id identifies a submit
+// only while no other waiting submit carries it and no submit that ended
+// without its own accept did (traceN and deadTrace). This keeps the caller's
+// trace in the runtime's telemetry (the alternative, a gateway-only trace
+// id with the caller's trace in an extension, would cut every job out of its
+// caller's trace in the runtime and in its tool servers) at a cost paid only
+// by callers who fan one trace out over concurrent submits of one session:
+// theirs are written one at a time.
+//
+// Pipelining. A submit is written while others wait only when the runtime is
+// known to echo trace ids (Config.Echo, learned from the first accept and
+// shared by the connections to one runtime) and its trace id identifies it
+// alone (MayWriteSubmit). Otherwise it waits until no submit is in flight:
+// for a runtime that echoes nothing, a reordered answer cannot be told from
+// an in-order one, so one in flight is the only safe schedule (the Go SDK's
+// own client does the same). Until the first accept shows what the runtime
+// does, submits are written one at a time.
+//
 // # The rules
 //
 // Submits. Every submit the core sees carries an idempotency key (the
 // connection assigns a random one when the caller gave none, and namespaces
-// callers' keys by caller identity) and a fresh trace id. Written puts it at
-// the tail of the current transport's FIFO.
+// callers' keys by caller identity) and a trace id (see above). Written puts
+// it at the tail of the current transport's FIFO.
 //
 // Accept, normal mode (input × dialect → action):
 //
@@ -40,12 +63,22 @@
 //     which carries the original trace id: Go and TS SDKs, reference);
 //     otherwise the runtime reused a live job id (a buggy runtime): the head
 //     fails with ErrJobIDReused and the job stays with its owner.
+//   - trace id is that of a submit that ended without its own accept
+//     (abandoned and buried, or failed by a positional rejection that may
+//     have been another's or a stray): the answer to that submit; the job is
+//     cancelled as an orphan, never handed to another. If the head carries
+//     the same caller key it is an idempotent replay for the head.
+//   - no trace id from a runtime that had been echoing them: it stopped
+//     (counted); with one submit waiting the head gets it, with more the
+//     transport is dropped and the submits reconciled, and from then on
+//     submits are written one at a time.
 //   - trace id names nothing, the runtime is known to echo, and the head's
 //     key was assigned by the gateway (so no replay is possible): a stale
 //     answer to a forgotten submit: the job is cancelled as an orphan and no
 //     slot moves. With a caller's own key it may be a replay of a job this
 //     connection never saw: the head gets it.
-//   - otherwise: the FIFO head gets it (runtimes that do not echo).
+//   - otherwise: the FIFO head gets it (runtimes that do not echo; only one
+//     submit is in flight, so position is sound).
 //
 // A head whose caller gave up keeps its slot as a tombstone: its accept
 // consumes the slot and the job is cancelled as an orphan (unless the job is
@@ -59,6 +92,20 @@
 // PERMISSION_DENIED, LEASE_SUBSET_VIOLATION, RESOURCE_EXHAUSTED: TS SDK and
 // the draft's §13.8) consume the FIFO head: in-order handling makes them
 // the head's answer.
+//
+// Unreadable answers. A job.accepted or session.error that does not decode
+// while submits wait leaves the FIFO's alignment unknown: every live submit
+// on the transport takes a strike and the transport is dropped (reconciled
+// on the next). A submit with MaxUnreadable (3) strikes fails with
+// ErrUnreadableAnswers, a definite answer instead of a resume loop to the
+// caller's deadline; its slot stays as a tombstone.
+//
+// Positional rejections from a runtime not known to echo. Nothing would
+// tell the rejected submit's own accept, should it still come (the rejection
+// was a stray, or another's), from the next submit's: so a barrier follows
+// each one (needBarrier, kept across a drop), no submit is written until it
+// is answered, and an accept that comes before its answer is held and,
+// unclaimed, cancelled as an orphan.
 //
 // Session-level session.error (no request_id): HEARTBEAT_LOST (Go: retryable
 // true, TS: false) drops the transport and resumes (§6.4: the session lives

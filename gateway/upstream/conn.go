@@ -125,6 +125,7 @@ type Conn struct {
 	reatReqs     map[string]reatReq  // connection-owned probes and re-attachments in flight, by envelope id
 	probeLive    map[string]bool     // jobs the probe in progress found live
 	probePages   int                 // pages the probe in progress has asked for
+	probeN       uint64              // the number of the probe in progress
 	foreignRetry []string            // other sessions' jobs to attach again after the resume
 	known        map[string]struct{} // the callers' jobs, also forgotten ones (Knows; bounded)
 	knownOrder   []string            // known, oldest first

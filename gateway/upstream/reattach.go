@@ -31,6 +31,7 @@ const maxProbePages = 20
 type reatReq struct {
 	job     string // job.subscribe: the job; "" for the probe
 	foreign bool   // job.subscribe of another session's job (a replay)
+	probe   uint64 // the probe's number
 }
 
 // reattachFeaturesLocked tells the core what the session negotiated.
@@ -81,7 +82,7 @@ func (c *Conn) applyReattachLocked(t *transport) {
 	for _, a := range c.reat.Actions() {
 		switch a.Kind {
 		case correlate.Probe:
-			c.probePages = 0
+			c.probePages, c.probeN = 0, a.Probe
 			clear(c.probeLive)
 			c.sendProbeLocked("")
 		case correlate.Resubscribe:
@@ -109,7 +110,7 @@ func (c *Conn) sendProbeLocked(cursor string) {
 		return // unanswered: Reattach asks again after its probe timeout
 	}
 	c.probePages++
-	c.reatReqs[env.ID] = reatReq{}
+	c.reatReqs[env.ID] = reatReq{probe: c.probeN}
 }
 
 // sendReattachLocked sends job.subscribe{history} for job from seq from.
@@ -133,6 +134,9 @@ func (c *Conn) onProbeAnswerLocked(t *transport, req string, p arcp.Jobs) bool {
 		return false
 	}
 	delete(c.reatReqs, req)
+	if rr.probe != c.probeN {
+		return true // an answer to a probe given up and sent again
+	}
 	for _, j := range p.Jobs {
 		switch j.Status {
 		case "pending", "running", "":
@@ -146,7 +150,7 @@ func (c *Conn) onProbeAnswerLocked(t *transport, req string, p arcp.Jobs) bool {
 		}
 		return true
 	}
-	c.reat.Listed(c.probeLive, p.NextCursor == "", time.Now())
+	c.reat.Listed(rr.probe, c.probeLive, p.NextCursor == "", time.Now())
 	c.applyReattachLocked(t)
 	return true
 }

@@ -19,6 +19,7 @@ type Reattach struct {
 
 	jobs    map[string]*rjob
 	probing bool      // a probe is in flight on the current transport
+	probeN  uint64    // number of the latest probe
 	probeAt time.Time // next probe due (when not probing)
 	sentAt  time.Time // when the probe in flight was sent
 	backoff time.Duration
@@ -59,9 +60,10 @@ const (
 
 // RAction is one thing the connection must do.
 type RAction struct {
-	Kind RKind
-	Job  string
-	From uint64
+	Kind  RKind
+	Job   string
+	From  uint64
+	Probe uint64 // Probe: its number, for Listed
 }
 
 // Mark is a live job at a resume: its id and the event_seq of the last of
@@ -190,8 +192,9 @@ func (r *Reattach) Tick(now time.Time) {
 		}
 	}
 	r.probing, r.sentAt = true, now
+	r.probeN++
 	r.ctr.Probes++
-	r.out = append(r.out, RAction{Kind: Probe})
+	r.out = append(r.out, RAction{Kind: Probe, Probe: r.probeN})
 }
 
 // Due returns when Tick next has something to do, if anything.
@@ -205,16 +208,18 @@ func (r *Reattach) Due() (time.Time, bool) {
 	return r.probeAt, true
 }
 
-// Listed handles a probe's answer: live holds the jobs the runtime listed
+// Listed handles the answer to probe number probe: live holds the jobs the runtime listed
 // as pending or running; complete says the listing was whole (no further
 // page). A job listed live is watched for its next frame; a job missing from
 // a whole listing has ended or been dropped by the runtime without its end
 // reaching this connection: it is re-attached (subscribe negotiated) or
 // lost. A job re-attached at the previous probe that is still not live and
 // has no terminal is lost.
-func (r *Reattach) Listed(live map[string]bool, complete bool, now time.Time) {
-	if !r.probing {
-		return // a late answer of a dropped transport's probe
+func (r *Reattach) Listed(probe uint64, live map[string]bool, complete bool, now time.Time) {
+	if !r.probing || probe != r.probeN {
+		// A late answer: of a dropped transport's probe, or of one
+		// given up and sent again. It may predate a re-attachment.
+		return
 	}
 	r.probing = false
 	for _, id := range sortedKeys(r.jobs) {

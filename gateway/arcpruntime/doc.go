@@ -103,8 +103,9 @@
 //   - session.list_jobs (list_jobs negotiated, else INVALID_REQUEST) answers
 //     session.jobs{request_id, jobs[{job_id, agent, status, accepted_at,
 //     created_at, trace_id, lease, lease_constraints?, budget?,
-//     last_event_seq}], next_cursor} for the session's jobs in acceptance
-//     order (last_event_seq in the session's own numbering; no job has a
+//     last_event_seq}], next_cursor} for the session's jobs (with
+//     Dialect.ListScope ListPrincipal: every session's of its principal) in
+//     acceptance order, leaving out lost jobs that ended (last_event_seq in the session's own numbering; no job has a
 //     parent: there is no delegation); limit (default 100, max 1000), an
 //     opaque numeric cursor, and filter {status: string|[]string, agent,
 //     created_after (RFC 3339)}. Status is pending, running, success, error,

@@ -2,14 +2,17 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/sessiongate/sessiongate/gateway/arcp"
 	"github.com/sessiongate/sessiongate/gateway/session"
 	"github.com/sessiongate/sessiongate/gateway/upstream"
 )
@@ -47,6 +50,60 @@ func TestToStatusDetachedIsHandedOff(t *testing.T) {
 			}
 			if reason != tc.reason {
 				t.Fatalf("toStatus(%v): reason %q (%s), want %q", tc.err, reason, st.Message(), tc.reason)
+			}
+		})
+	}
+}
+
+// TestToStatusSaysWhatTheRuntimeDid: the runtime's own code and message
+// reach the caller, a retryable runtime error gets a retryable code, and the
+// runtime's faults get reasons of their own.
+func TestToStatusSaysWhatTheRuntimeDid(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for _, tc := range []struct {
+		name    string
+		err     error
+		code    codes.Code
+		reason  string
+		message string // a part of the message
+		md      map[string]string
+	}{
+		{"retryable runtime error", &arcp.Error{Code: "INTERNAL_ERROR", Message: "busy, try again", Retryable: true},
+			codes.Unavailable, "INTERNAL_ERROR", "busy, try again", map[string]string{"retryable": "true"}},
+		{"non-retryable runtime error", &arcp.Error{Code: "INTERNAL_ERROR", Message: "broken", Retryable: false},
+			codes.Internal, "INTERNAL_ERROR", "broken", map[string]string{"retryable": "false"}},
+		{"session ended by the runtime", &upstream.LostError{Code: "UNAUTHENTICATED", Err: &arcp.Error{Code: "UNAUTHENTICATED", Message: "token revoked"}},
+			codes.Unauthenticated, "UNAUTHENTICATED", "token revoked", map[string]string{"runtime_message": "token revoked"}},
+		{"fatal error with invalid UTF-8", &upstream.LostError{Code: "INTERNAL_ERROR", Err: &arcp.Error{Code: "INTERNAL_ERROR", Message: "bad \xff byte"}},
+			codes.Internal, "INTERNAL_ERROR", "bad \uFFFD byte", map[string]string{"runtime_message": "bad \uFFFD byte"}},
+		{"resume answered for another session", &upstream.LostError{Code: "INTERNAL_ERROR", Err: fmt.Errorf("%w: x", upstream.ErrResumeMismatch)},
+			codes.Unavailable, "SESSION_LOST", "another session", map[string]string{"cause": "resume_session_mismatch"}},
+		{"wrong handshake frame", &upstream.UnreachableError{Stage: "welcome", Err: &upstream.ProtocolError{Stage: "handshake", Detail: `"job.accepted" instead of session.welcome`}},
+			codes.Unavailable, "RUNTIME_PROTOCOL_ERROR", "job.accepted", map[string]string{"stage": "handshake"}},
+		{"garbage answers", &upstream.RuntimeFaultError{Fault: "unreadable_answers", Err: errors.New("x")},
+			codes.Internal, "RUNTIME_PROTOCOL_ERROR", "unreadable", map[string]string{"fault": "unreadable_answers"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, ok := status.FromError(toStatus(log, tc.err))
+			if !ok || st.Code() != tc.code {
+				t.Fatalf("toStatus(%v) = %v, want code %v", tc.err, st, tc.code)
+			}
+			if !strings.Contains(st.Message(), tc.message) {
+				t.Fatalf("message %q does not say %q", st.Message(), tc.message)
+			}
+			var info *errdetails.ErrorInfo
+			for _, d := range st.Details() {
+				if i, ok := d.(*errdetails.ErrorInfo); ok {
+					info = i
+				}
+			}
+			if info == nil || info.GetReason() != tc.reason {
+				t.Fatalf("ErrorInfo %v, want reason %q", info, tc.reason)
+			}
+			for k, v := range tc.md {
+				if got := info.GetMetadata()[k]; got != v {
+					t.Fatalf("metadata[%s] = %q, want %q", k, got, v)
+				}
 			}
 		})
 	}

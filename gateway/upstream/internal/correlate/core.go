@@ -115,6 +115,7 @@ type Counters struct {
 	SerializedWrites   uint64 // submits held back because they could not be pipelined
 	UnreadableAnswers  uint64 // unreadable answers while submits waited (each drops the transport)
 	UnreadableFailures uint64 // submits failed after MaxUnreadable unreadable answers
+	StrayRejections    uint64 // positional rejections the head's own accept proved were not its answer
 	EchoLost           uint64 // accepts without a trace id from a runtime that echoed them
 	ForeignReplays     uint64 // accepts replaying a job another session created (Deliver with Foreign)
 }
@@ -140,6 +141,15 @@ type entry struct {
 	resent    bool      // written again after a resume: its answer ends reconciliation
 	tombExp   time.Time // abandoned: when its slot's tombstone expires
 	strikes   int       // unreadable answers received while it was in flight
+	rejectErr error     // a positional rejection, pending until rejectReq's barrier is answered
+	rejectReq string    // that barrier's envelope id
+}
+
+// rejBarrier is a barrier written after a positional rejection: when it is
+// answered every answer to what was written before it has come.
+type rejBarrier struct {
+	req string
+	exp time.Time
 }
 
 // deadRec remembers the trace id of a submit that ended without its own
@@ -208,14 +218,14 @@ type Core struct {
 	quarantine    bool
 	barrierReq    string
 	barrierExp    time.Time
-	barrierMisses int    // consecutive barriers left unanswered
-	barrierN      uint64 // barriers the core named itself (after positional rejections)
-	needBarrier   bool   // a positional rejection from a runtime not known to echo awaits a barrier's answer
-	resends       int    // resent entries still in the fifo or pending
+	barrierMisses int          // consecutive barriers left unanswered
+	rejBarriers   []rejBarrier // barriers written after positional rejections, oldest first
+	resends       int          // resent entries still in the fifo or pending
 
 	out  []Action
 	ctr  Counters
 	last time.Time // the latest time an event carried (for events that carry none)
+	nReq uint64    // barriers the core named itself
 }
 
 // at records the time an event carried.
@@ -449,6 +459,10 @@ func (c *Core) finishEntry(e *entry) {
 // bind gives job to e: delivered when its caller waits, else cancelled as an
 // orphan (unless the job belongs to a live caller: an idempotent replay).
 func (c *Core) bind(e *entry, job string) {
+	if e.rejectErr != nil {
+		// Its own accept came: the positional rejection was not its answer.
+		c.ctr.StrayRejections++
+	}
 	live := e.live
 	c.finishEntry(e)
 	delete(c.unclaimed, job)
@@ -559,15 +573,17 @@ func (c *Core) Accepted(job, trace string, now time.Time) {
 			return
 		}
 	}
+	if next := c.firstUnrejected(); next != nil && c.replayOfUnseen(trace, next) {
+		// The submit an in-order runtime answers next (a head whose
+		// positional rejection waits for its barrier was answered).
+		c.bindReplay(next, job)
+		return
+	}
 	if trace != "" && c.echo == 1 && !head.callerKey && trace != head.trace && c.cfg.brokenRule != "no-stale-check" {
 		// The runtime copies trace ids, this one names nothing waiting,
 		// and the head cannot be a replay: an answer to a forgotten submit.
 		c.ctr.StaleAnswers++
 		c.orphan(job)
-		return
-	}
-	if c.replayOfUnseen(trace, head) {
-		c.bindReplay(head, job)
 		return
 	}
 	if c.echo == 0 {
@@ -633,6 +649,9 @@ func (c *Core) Rejected(req string, err error, now time.Time) bool {
 		c.barrierAnswered(nil, now)
 		return true
 	}
+	if req != "" && c.rejBarrierAnswered(req) {
+		return true
+	}
 	e := c.byReq[req]
 	if e == nil {
 		return false
@@ -664,40 +683,73 @@ func (c *Core) RejectedByPosition(err error, now time.Time) {
 		c.ctr.PositionalIgnored++
 		return
 	}
-	head := c.front()
+	head := c.firstUnrejected()
 	if head == nil {
 		c.ctr.PositionalIgnored++
 		return
 	}
-	c.failByPosition(head, err)
+	c.rejectByPosition(head, err)
 }
 
-// failByPosition fails e with a rejection that did not name it. If the
-// runtime in fact answered another submit (out of order, or a stray error),
-// e's own accept may still come: its trace id is remembered so that accept
-// is cancelled as an orphan, never handed to another submit.
-//
-// A runtime not known to echo trace ids gives nothing to recognise that
-// accept by, so a barrier follows (as after a resume): until it is answered
-// no submit is written, and an accept that comes before its answer is held
-// and, unclaimed, cancelled as an orphan.
-func (c *Core) failByPosition(e *entry, err error) {
+// firstUnrejected returns the first submit on the transport with no
+// positional rejection pending: the one an in-order runtime answers next.
+func (c *Core) firstUnrejected() *entry {
+	for _, e := range c.fifo[c.head:] {
+		if e != nil && e.where == inFIFO && e.rejectErr == nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// rejectByPosition records a rejection that did not name e. It may be e's
+// answer, or a stray (a job.error for a job that never existed) or, from a
+// runtime that reorders, another's. So e is not failed yet: a barrier is
+// written, and if e's own accept comes before the barrier is answered the
+// rejection was not its answer (counted) and e gets its job; once the
+// barrier is answered, e fails with the rejection. Its trace id is then
+// remembered, so an accept of e that comes even later is cancelled as an
+// orphan, never handed to another submit.
+func (c *Core) rejectByPosition(e *entry, err error) {
+	if c.cfg.brokenRule == "no-position-barrier" {
+		c.failRejected(e, err)
+		return
+	}
+	e.rejectErr = err
+	c.nReq++
+	req := "sessiongate-barrier-" + strconv.FormatUint(c.nReq, 10)
+	e.rejectReq = req
+	c.rejBarriers = append(c.rejBarriers, rejBarrier{req: req, exp: c.last.Add(c.cfg.BarrierTimeout)})
+	c.emit(Action{Kind: WriteBarrier, Req: req})
+}
+
+// failRejected fails e with its positional rejection.
+func (c *Core) failRejected(e *entry, err error) {
 	c.fail(e, err)
 	if c.cfg.brokenRule != "no-dead-trace" {
 		c.markDead(e, c.last)
 	}
-	if c.echo != 1 && c.cfg.brokenRule != "no-position-barrier" {
-		// Until a barrier is answered, on this transport or (answers to
-		// requests read before a drop may come on the next) a later one.
-		c.needBarrier = true
+}
+
+// rejBarrierAnswered handles the answer to a positional rejection's barrier
+// req: every submit whose rejection waited for it fails with it.
+func (c *Core) rejBarrierAnswered(req string) bool {
+	i := slices.IndexFunc(c.rejBarriers, func(b rejBarrier) bool { return b.req == req })
+	if i < 0 {
+		return false
 	}
-	if c.needBarrier && c.connected && !c.quarantine {
-		c.barrierN++
-		c.quarantine = true
-		c.barrierReq = "sessiongate-barrier-" + strconv.FormatUint(c.barrierN, 10)
-		c.barrierExp = c.last.Add(c.cfg.BarrierTimeout)
-		c.emit(Action{Kind: WriteBarrier, Req: c.barrierReq})
+	c.rejBarriers = slices.Delete(c.rejBarriers, i, i+1)
+	var due []*entry
+	for _, e := range c.entries {
+		if e.rejectErr != nil && e.rejectReq == req {
+			due = append(due, e)
+		}
 	}
+	slices.SortFunc(due, func(a, b *entry) int { return cmp.Compare(a.id, b.id) })
+	for _, e := range due {
+		c.failRejected(e, e.rejectErr)
+	}
+	return true
 }
 
 // Unreadable handles an answer that cannot be read (a job.accepted or
@@ -815,11 +867,14 @@ func (c *Core) UnknownJobError(job string, err error, now time.Time) Verdict {
 // existing job's id. The existing job is not ended by it.
 func (c *Core) ExistingJobError(code string, err error, now time.Time) bool {
 	c.at(now)
-	if code != "DUPLICATE_KEY" || c.quarantine || c.front() == nil {
+	if code != "DUPLICATE_KEY" || c.quarantine {
 		return false
 	}
-	c.failByPosition(c.front(), err)
-	return true
+	if h := c.firstUnrejected(); h != nil {
+		c.rejectByPosition(h, err)
+		return true
+	}
+	return false
 }
 
 // WantCancel makes the cancel of job owned by the connection: it is sent now
@@ -857,6 +912,10 @@ func (c *Core) Dropped() {
 	c.connected = false
 	c.quarantine = false
 	c.barrierReq = ""
+	// Their answers went with the transport; submits whose positional
+	// rejection waited for one go to limbo, and are written again after
+	// the resume's barrier.
+	c.rejBarriers = c.rejBarriers[:0]
 	for _, e := range c.fifo[c.head:] {
 		if e == nil || e.where != inFIFO {
 			continue
@@ -894,7 +953,7 @@ func (c *Core) Resumed(barrierReq string, now time.Time) {
 		c.emit(Action{Kind: Cancel, Job: job})
 	}
 	c.compactLimbo()
-	if len(c.limbo) == 0 && !c.needBarrier {
+	if len(c.limbo) == 0 {
 		return
 	}
 	if c.cfg.brokenRule == "no-barrier" {
@@ -923,6 +982,9 @@ func (c *Core) compactLimbo() {
 // it was the barrier.
 func (c *Core) ListAnswered(req string, jobs []Listed, now time.Time) bool {
 	c.at(now)
+	if req != "" && c.rejBarrierAnswered(req) {
+		return true
+	}
 	if req == "" || req != c.barrierReq {
 		return false
 	}
@@ -934,7 +996,6 @@ func (c *Core) ListAnswered(req string, jobs []Listed, now time.Time) bool {
 // trace ids, the live rest written again, the abandoned rest buried.
 func (c *Core) barrierAnswered(jobs []Listed, now time.Time) {
 	c.barrierMisses = 0
-	c.needBarrier = false
 	// Quarantine lasts until the list is bound: binding must not settle
 	// the reconciliation half-way.
 	c.quarantine = true
@@ -959,6 +1020,10 @@ func (c *Core) barrierAnswered(jobs []Listed, now time.Time) {
 			c.buryLocked(e, now)
 			continue
 		}
+		// A positional rejection still pending is not trusted either:
+		// written again under its key, the submit is answered again (a
+		// replay of its job, or its rejection).
+		e.rejectErr, e.rejectReq = nil, ""
 		e.where = resendPending
 		e.resent = true
 		c.resends++
@@ -984,7 +1049,7 @@ func (c *Core) settleReconciliation() {
 // Idle reports whether Tick has nothing to act on, now or later, until the
 // next event: no submit waiting, no trace tombstone to expire, no barrier.
 func (c *Core) Idle() bool {
-	return len(c.entries) == 0 && len(c.deadTrace) == 0 && !c.quarantine
+	return len(c.entries) == 0 && len(c.deadTrace) == 0 && !c.quarantine && len(c.rejBarriers) == 0
 }
 
 // Tick lets time pass: expired trace tombstones go, a stalled FIFO drops the
@@ -1006,6 +1071,13 @@ func (c *Core) Tick(now time.Time) {
 			c.emit(Action{Kind: Lost, Err: ErrBarrierUnanswered})
 			return
 		}
+		c.emit(Action{Kind: Drop})
+		return
+	}
+	if len(c.rejBarriers) > 0 && !now.Before(c.rejBarriers[0].exp) {
+		// A barrier after a positional rejection left unanswered: the
+		// rejected submits are decided by the resume's barrier.
+		c.ctr.BarrierTimeouts++
 		c.emit(Action{Kind: Drop})
 		return
 	}
@@ -1043,6 +1115,7 @@ func (c *Core) Closed(err error) {
 	clear(c.fifo)
 	c.fifo, c.head = c.fifo[:0], 0
 	c.limbo = c.limbo[:0]
+	c.rejBarriers = c.rejBarriers[:0]
 	c.quarantine, c.connected, c.resends = false, false, 0
 }
 

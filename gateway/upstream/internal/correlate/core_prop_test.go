@@ -46,6 +46,7 @@ type dialect struct {
 	sharedTrace bool // callers share trace ids (one W3C trace fanning out)
 	knownEcho   bool // the core starts knowing the runtime echoes (learned on another session)
 	callerKeys  bool // every other caller brings its own idempotency key
+	reorderAll  bool // answers any request it has read in any order, barriers included: only safety is checked
 	foreign     bool // keys are the principal's: some callers retry a key another session's job holds (Go, TS)
 }
 
@@ -66,6 +67,7 @@ var dialects = []dialect{
 	{name: "reorder-own-trace", reorder: true, ownTrace: true, lossyAnswer: true},
 	{name: "reorder-shared-trace", echo: true, reorder: true, sharedTrace: true, knownEcho: true, listJobs: true, listTrace: true, lossyAnswer: true},
 	{name: "stray-errors", echo: true, stray: true, reject: 1, knownEcho: true, callerKeys: true, listJobs: true, listTrace: true, lossyAnswer: true},
+	{name: "reorder-all-echo", echo: true, reorderAll: true, stray: true, reject: 1, knownEcho: true, callerKeys: true, listJobs: true, listTrace: true, lossyAnswer: true},
 	{name: "stray-errors-no-echo", stray: true, reject: 1, late: true, listJobs: true, lossyAnswer: true},
 	{name: "stray-errors-reorder", echo: true, stray: true, reorder: true, knownEcho: true, listJobs: true, listTrace: true, lossyAnswer: true},
 	{name: "garbage", echo: true, garbage: true, knownEcho: true, listJobs: true, listTrace: true, lossyAnswer: true},
@@ -377,6 +379,9 @@ func (s *sim) rtAnswer() bool {
 			i = s.rng.IntN(n)
 		}
 	}
+	if s.d.reorderAll {
+		i = s.rng.IntN(len(s.readQ))
+	}
 	f := s.readQ[i]
 	s.readQ = slices.Delete(s.readQ, i, i+1)
 	if s.d.stray && s.rng.IntN(6) == 0 {
@@ -609,12 +614,21 @@ func (s *sim) settle() {
 }
 
 func (s *sim) checkSettled() {
-	if s.lost {
+	if s.lost || s.d.reorderAll {
+		// A runtime that answers barriers before older requests voids
+		// what reconciliation relies on: callers may wait to their
+		// deadlines, and only "never a wrong job" (checked at every
+		// step) is promised.
 		return
 	}
 	for id, c := range s.callers {
 		if c.outcome == "" {
 			s.fatalf("caller %d has no outcome after settling (written %v, in outbox %v)", id, c.written, c.inOutbox)
+		}
+		if s.d.stray && !s.d.reorder && c.outcome == "failed" && !s.rejects(c.key) {
+			// An in-order runtime never rejected this submit: a stray
+			// job.error must not have been taken for its answer.
+			s.fatalf("caller %d was failed by a stray rejection", id)
 		}
 	}
 	for _, id := range s.jobList {
@@ -747,9 +761,10 @@ func TestCorePropertiesCatchBrokenRules(t *testing.T) {
 		{"no-barrier", "no-echo-late"},
 		{"no-key-check", "reuse-live-ids"},
 		{"pipeline-always", "reorder-no-echo"},
-		{"no-dead-trace", "stray-errors"},
 		{"no-unreadable-bound", "garbage"},
 		{"no-position-barrier", "stray-errors-no-echo"},
+		{"no-position-barrier", "stray-errors"},
+		{"no-dead-trace", "reorder-all-echo"},
 		{"no-foreign", "principal-keys-go"},
 	} {
 		t.Run(tc.rule, func(t *testing.T) {

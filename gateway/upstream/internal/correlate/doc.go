@@ -101,8 +101,9 @@
 // request_id whose code is a submit rejection (AGENT_NOT_AVAILABLE,
 // AGENT_VERSION_NOT_AVAILABLE, DUPLICATE_KEY, INVALID_REQUEST,
 // PERMISSION_DENIED, LEASE_SUBSET_VIOLATION, RESOURCE_EXHAUSTED: TS SDK and
-// the draft's §13.8) consume the FIFO head: in-order handling makes them
-// the head's answer.
+// the draft's §13.8) answer the first submit without a pending rejection:
+// in-order handling makes them its answer, once a barrier confirms it
+// (below).
 //
 // Unreadable answers. A job.accepted or session.error that does not decode
 // while submits wait leaves the FIFO's alignment unknown: every live submit
@@ -111,12 +112,18 @@
 // ErrUnreadableAnswers, a definite answer instead of a resume loop to the
 // caller's deadline; its slot stays as a tombstone.
 //
-// Positional rejections from a runtime not known to echo. Nothing would
-// tell the rejected submit's own accept, should it still come (the rejection
-// was a stray, or another's), from the next submit's: so a barrier follows
-// each one (needBarrier, kept across a drop), no submit is written until it
-// is answered, and an accept that comes before its answer is held and,
-// unclaimed, cancelled as an orphan.
+// Positional rejections are not trusted at once. A rejection that names no
+// request may be the head's answer, a stray (a job.error for a job that
+// never existed), or, from a runtime that reorders, another submit's. So the
+// first submit without a pending rejection is marked, and a barrier is
+// written after it: if its own accept comes before the barrier is answered
+// (by trace id, or by position when it is the only one in flight), the
+// rejection was not its answer (StrayRejections) and it gets its job; once
+// the barrier is answered it fails with the rejection, and its trace id is
+// remembered so that an accept of it that comes even later is an orphan. A
+// transport dropped meanwhile takes the barrier with it: the submit is
+// written again after the resume's barrier, under its key, and answered
+// again. The price is a round trip more for each rejection.
 //
 // Session-level session.error (no request_id): HEARTBEAT_LOST (Go: retryable
 // true, TS: false) drops the transport and resumes (§6.4: the session lives

@@ -68,21 +68,37 @@ func (s *service) listCallerJobs(ctx context.Context, sess *session.Session[*ups
 // waitJob waits for the terminal of a job sess's submit was answered with.
 // A job another session created (an idempotent replay, see above) is
 // waited for at the session of this gateway that owns it, when there is
-// one; else at sess, which attached it (or ended it as JOB_LOST).
+// one; else at sess, which attached it (or ended it as JOB_LOST). The
+// owner is the session of the caller that was handed the job first: that
+// also covers a retry the connection could not tell for a replay (one that
+// carries the original's trace id, as a retry under the same traceparent
+// does).
 func (s *service) waitJob(ctx context.Context, sess *session.Session[*upstream.Conn], jobID string) (upstream.Terminal, error) {
-	if sess.Conn.OwnedElsewhere(jobID) {
-		for _, o := range s.table.List(sess.Caller) {
-			if o == sess || o.Runtime != sess.Runtime || o.Lost() || !o.Conn.HasJob(jobID) || o.Conn.OwnedElsewhere(jobID) {
-				continue
-			}
-			term, err := o.Conn.Wait(ctx, jobID)
-			if err == nil || !errors.Is(err, upstream.ErrUnknownJob) && !errors.Is(err, upstream.ErrResultEvicted) {
-				return term, err
-			}
-			break // the owner let the job go meanwhile: sess has it
+	if o := s.jobOwner(sess, jobID); o != nil {
+		term, err := o.Conn.Wait(ctx, jobID)
+		if err == nil || !errors.Is(err, upstream.ErrUnknownJob) && !errors.Is(err, upstream.ErrResultEvicted) {
+			return term, err
 		}
+		// The owner let the job go meanwhile: sess has it.
 	}
 	return sess.Conn.Wait(ctx, jobID)
+}
+
+// jobOwner returns another session of sess's caller on the same runtime
+// that owns jobID and got it before sess, if sess's submit was answered
+// with another session's job.
+func (s *service) jobOwner(sess *session.Session[*upstream.Conn], jobID string) *session.Session[*upstream.Conn] {
+	foreign := sess.Conn.OwnedElsewhere(jobID)
+	mine, _ := sess.Conn.DeliveredAt(jobID)
+	for _, o := range s.table.List(sess.Caller) {
+		if o == sess || o.Runtime != sess.Runtime || o.Lost() || !o.Conn.HasJob(jobID) || o.Conn.OwnedElsewhere(jobID) {
+			continue
+		}
+		if at, ok := o.Conn.DeliveredAt(jobID); foreign || ok && at.Before(mine) {
+			return o
+		}
+	}
+	return nil
 }
 
 // itemCode is a WatchJob item's error code: the ARCP code, or the

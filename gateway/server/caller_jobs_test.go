@@ -297,3 +297,35 @@ func TestWatchAcrossResumeEveryDialect(t *testing.T) {
 // periods until the runtime stops listing it (it ends at its next event
 // here) plus a re-attach round trip.
 const reattachBound = 5 * time.Second
+
+// A retry under the same traceparent as the original carries the
+// original's trace id, so the runtime's replay looks like the retry's own
+// new job to the connection. The gateway still answers it from the session
+// that was handed the job first, at once (before: a wait to the deadline).
+func TestRetryUnderTheSameTraceparent(t *testing.T) {
+	for _, d := range arcpruntime.Dialects {
+		if d.Dialect.IdempotencyScope != arcpruntime.ScopePrincipal {
+			continue
+		}
+		t.Run(d.Name, func(t *testing.T) {
+			h, actx, _ := twoCallers(t, d.Dialect)
+			s1, s2 := openAs(t, h, actx), openAs(t, h, actx)
+			tctx := withTraceparent(actx, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+			req := func(sid string) *sessiongatev1.RunJobRequest {
+				return &sessiongatev1.RunJobRequest{SessionId: sid, Agent: "stream", IdempotencyKey: "same-trace",
+					Input: mustValue(t, map[string]any{"count": 3.0, "interval_ms": 10.0})}
+			}
+			first, err := h.client.RunJob(tctx, req(s1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			rctx, cancel := context.WithTimeout(tctx, 5*time.Second)
+			defer cancel()
+			again, err := h.client.RunJob(rctx, req(s2))
+			if err != nil || again.GetJobId() != first.GetJobId() || time.Since(start) > time.Second {
+				t.Fatalf("retry under the same traceparent: %v, %v after %v; want job %s at once", again, err, time.Since(start), first.GetJobId())
+			}
+		})
+	}
+}

@@ -221,6 +221,9 @@ func (c *Conn) deliverLocked(id correlate.ID, jobID string) {
 		c.jobs[jobID].awaited = true
 	}
 	r.acc = acc
+	if j := c.jobs[jobID]; j != nil && j.handedAt.IsZero() {
+		j.handedAt = time.Now()
+	}
 	c.rememberJobLocked(jobID)
 	c.finishRequestLocked(r, nil)
 }

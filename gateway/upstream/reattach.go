@@ -292,3 +292,15 @@ func (c *Conn) Knows(jobID string) bool {
 	_, ok := c.known[jobID]
 	return ok
 }
+
+// DeliveredAt returns when a caller of this connection was first handed the
+// job by a job.accepted (its own submit, or an idempotent replay).
+func (c *Conn) DeliveredAt(jobID string) (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	j := c.jobs[jobID]
+	if j == nil || j.handedAt.IsZero() {
+		return time.Time{}, false
+	}
+	return j.handedAt, true
+}

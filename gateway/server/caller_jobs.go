@@ -76,6 +76,9 @@ func (s *service) listCallerJobs(ctx context.Context, sess *session.Session[*ups
 func (s *service) waitJob(ctx context.Context, sess *session.Session[*upstream.Conn], jobID string) (upstream.Terminal, error) {
 	if o := s.jobOwner(sess, jobID); o != nil {
 		term, err := o.Conn.Wait(ctx, jobID)
+		if err == nil {
+			sess.Conn.LetGo(jobID) // its record here gets nothing: it must not hold a live-job slot
+		}
 		if err == nil || !errors.Is(err, upstream.ErrUnknownJob) && !errors.Is(err, upstream.ErrResultEvicted) {
 			return term, err
 		}

@@ -326,6 +326,12 @@ func TestRetryUnderTheSameTraceparent(t *testing.T) {
 			if err != nil || again.GetJobId() != first.GetJobId() || time.Since(start) > time.Second {
 				t.Fatalf("retry under the same traceparent: %v, %v after %v; want job %s at once", again, err, time.Since(start), first.GetJobId())
 			}
+			// The retry's session holds no live job for it afterwards.
+			for _, o := range h.gw.svc.table.List("alice") {
+				if o.ID == s2 && o.Conn.ActiveJobs() != 0 {
+					t.Fatalf("the retry's session still holds %d live jobs", o.Conn.ActiveJobs())
+				}
+			}
 		})
 	}
 }

@@ -304,3 +304,19 @@ func (c *Conn) DeliveredAt(jobID string) (time.Time, bool) {
 	}
 	return j.handedAt, true
 }
+
+// LetGo forgets a live job whose outcome a caller took from another
+// session that owns it, when nothing of it has arrived here (a replay the
+// connection could not tell from a new job, so its events go elsewhere).
+// Its id is tombstoned: a later frame of it is a late answer, never an
+// orphan to cancel. Jobs with items, watchers or an attachment stay.
+func (c *Conn) LetGo(jobID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	j := c.jobs[jobID]
+	if j == nil || j.term != nil || j.foreign || j.subscribed || j.end() > 0 || len(j.watchers) > 0 {
+		return
+	}
+	c.removeJobLocked(j)
+	c.insertTombLocked(jobID, c.defaultTTL, time.Now())
+}

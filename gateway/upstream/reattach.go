@@ -225,7 +225,11 @@ func (c *Conn) loseJobLocked(jobID, msg string) {
 		return
 	}
 	c.ctr.JobsLost.Add(1)
-	it := Item{Seq: j.lastSeq, Error: &arcp.JobError{FinalStatus: arcp.StatusError, Code: CodeJobLost, Message: msg}}
+	// No envelope carries it: it takes the session's latest seq (at least
+	// the job's last, and never 0), so that a watcher from any cursor of
+	// the job's gets it.
+	seq := max(j.lastSeq, c.lastSeq.Load(), 1)
+	it := Item{Seq: seq, Error: &arcp.JobError{FinalStatus: arcp.StatusError, Code: CodeJobLost, Message: msg}}
 	c.appendLocked(j, it, itemOverhead, time.Now())
 	c.core.JobEnded(jobID)
 }

@@ -254,3 +254,37 @@ func TestAdoptJobBounded(t *testing.T) {
 		t.Fatalf("registered %d jobs", c.ActiveJobs())
 	}
 }
+
+// A replayed job of another session that the runtime will not attach here
+// (no subscribe negotiated), before any event: Wait and a Watch from 0 both
+// end with the JOB_LOST terminal at once.
+func TestForeignJobWithoutSubscribeEndsAtOnce(t *testing.T) {
+	srv := runtimeServer(t, arcpruntime.Options{Dialect: dialectOf(t, "ts-sdk")})
+	cfg := baseConfig(srv.URL())
+	cfg.KeyNamespace = "alice"
+	a := dial(t, cfg)
+	cfg.Features = []string{arcp.FeatureHeartbeat, arcp.FeatureAck, arcp.FeatureListJobs}
+	b := dial(t, cfg)
+	ctx := testCtx(t, 10*time.Second)
+	s := arcp.Submit{Agent: "sleep", Input: mustJSON(t, map[string]int{"ms": 2000}), IdempotencyKey: "k"}
+	if _, err := a.Submit(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	acc, err := b.Submit(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := b.Watch(acc.JobID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	it, err := w.Next(ctx)
+	if err != nil || it.Error == nil || it.Error.Code != upstream.CodeJobLost {
+		t.Fatalf("watch of another session's job without subscribe: %+v, %v; want the %s terminal", it, err, upstream.CodeJobLost)
+	}
+	term, err := b.Wait(ctx, acc.JobID)
+	if err != nil || term.Error == nil || term.Error.Code != upstream.CodeJobLost {
+		t.Fatalf("Wait = %+v, %v", term, err)
+	}
+}

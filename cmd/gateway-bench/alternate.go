@@ -18,7 +18,7 @@ import (
 // round, and each side's figures are the sums over its slices.
 //
 // Why: measured one after the other, seconds apart, each side took in its
-// own stretch of the machine's speed. On the README's machine the direct
+// own stretch of the machine's speed. On the machine of docs/performance.md the direct
 // client's CPU per call at 64 callers ranged from 97 to 201 µs from run to
 // run of one build, and within a run the two points drifted apart by as
 // much again: the throughput ratio of five runs of one build spread from

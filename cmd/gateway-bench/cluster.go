@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -226,7 +227,20 @@ func (b *bench) clusterFailures(ctx context.Context, r *clusterResult) (err erro
 	ctx, cancel := context.WithTimeout(ctx, failuresTimeout)
 	defer cancel()
 	b.progress("9b cluster: building cmd/gateway and starting redis-server, `gateway runtime` and three replicas")
-	c, err := clustertest.Start(ctx, clustertest.Options{Replicas: 3, LeaseTTL: time.Second})
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		r.FailuresSkipped, err = skipOrFail(clustertest.ErrNoBinary)
+		return err
+	}
+	dir, err := os.MkdirTemp("", "gateway-bench-9b")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	bin, err := gatewayBinary(ctx, b.cfg.GatewayBin, dir)
+	if err != nil {
+		return fmt.Errorf("9b cluster: %w", err)
+	}
+	c, err := clustertest.Start(ctx, clustertest.Options{Replicas: 3, LeaseTTL: time.Second, Bin: bin})
 	if err != nil {
 		r.FailuresSkipped, err = skipOrFail(err)
 		return err

@@ -16,7 +16,7 @@ import (
 // ratio of CPU per call, and CPU per call is not a constant of the code. It
 // rises as the rate falls: below saturation each process's threads run out
 // of work, sleep and are woken again (a futex and a context switch each
-// time) more often per call. In a trial on the README's machine, the direct
+// time) more often per call. In a trial on the machine of docs/performance.md, the direct
 // client held to 60 % of its free rate (by a closed loop that sleeps until
 // each call's slot) spent 37 µs more per call and the runtime child 35 µs
 // more (four pairs). The throughput ratio compares the direct path at its

@@ -10,6 +10,10 @@
 //	go run ./cmd/gateway-bench -check     # exit 1 when any target is missed
 //	go run ./cmd/gateway-bench -summarize run*.json  # median and range of several -json runs
 //
+// It runs from any working directory: section 9b's replicas are
+// -gateway-bin (or $SESSIONGATE_GATEWAY_BIN), else cmd/gateway built from
+// the module this command was built from.
+//
 // # What is measured
 //
 //  1. ARCP direct: an upstream.Conn (the gateway's own ARCP client, with the
@@ -233,7 +237,7 @@ type config struct {
 	Tombstones           int
 	InterceptorOps       int  // calls per round in section 8
 	GCMinHeapMiB         int  // gateway/gctuner's least heap goal; 0 = Go's defaults
-	ProcsTuner           bool // run gateway/proctuner, as cmd/gateway does by default
+	ProcsTuner           bool // run gateway/proctuner, as cmd/gateway --procs-tuner does (opt-in there too)
 	// ClientWindowBytes is the callers' HTTP/2 flow-control window, as
 	// client.WithWindowBytes takes it (0: the Go client's default, fixed;
 	// negative: grpc-go's dynamic window and its bandwidth probe).
@@ -244,10 +248,13 @@ type config struct {
 	// measured as a point of its own after 3 (pointProfile).
 	PointProfiles string
 	MemProfile    string
-	Trace         string    // prefix of the execution traces of the interleaved serial sets ("" = none)
-	RuntimeCmd    []string  // the runtime child's command line
-	Progress      io.Writer // progress lines; nil discards them
-	GatewayLog    io.Writer // the gateway's log; nil discards it
+	Trace         string   // prefix of the execution traces of the interleaved serial sets ("" = none)
+	RuntimeCmd    []string // the runtime child's command line
+	// GatewayBin is the gateway binary of section 9b ("": built from this
+	// module, see gatewayBinary).
+	GatewayBin string
+	Progress   io.Writer // progress lines; nil discards them
+	GatewayLog io.Writer // the gateway's log; nil discards it
 }
 
 // settleWarmup is the least time an interleaved serial set warms up (past
@@ -259,7 +266,7 @@ const settleWarmup = 2 * time.Second
 
 // modeConfig returns the defaults of a mode.
 func modeConfig(mode string) config {
-	c := config{Mode: mode, Concurrency: 64, WorkersPerConn: 16, GCMinHeapMiB: gctuner.DefaultMinHeapMiB, ProcsTuner: true}
+	c := config{Mode: mode, Concurrency: 64, WorkersPerConn: 16, GCMinHeapMiB: gctuner.DefaultMinHeapMiB}
 	switch mode {
 	case "short":
 		c.Point, c.Warmup = bounds{duration: time.Second, maxCalls: 2_000_000}, bounds{duration: 300 * time.Millisecond, maxCalls: 2_000_000}
@@ -317,11 +324,12 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.IntVar(&tombs, "tombstones", 0, "tombstone entries of section 7 (default 1000000, 100000 with -short)")
 	fs.IntVar(&icptOps, "interceptor-iterations", 0, "calls per round in section 8 (default 1000000, 200000 with -short)")
 	fs.IntVar(&gcMin, "gc-min-heap-mib", gctuner.DefaultMinHeapMiB, "the garbage collector's least heap goal for this process, as cmd/gateway's --gc-min-heap-mib (0: Go's defaults)")
-	fs.BoolVar(&procsTuner, "procs-tuner", true, "run this process's GOMAXPROCS as cmd/gateway's --procs-tuner does (one P while no goroutine waits for one); false: Go's default")
+	fs.BoolVar(&procsTuner, "procs-tuner", false, "run this process's GOMAXPROCS as cmd/gateway's opt-in --procs-tuner does (one P while no goroutine waits for one); off, as cmd/gateway's default: Go's default")
 	fs.IntVar(&clientWindow, "client-window-bytes", 0, "the callers' HTTP/2 flow-control window, for every gRPC service measured, as the Go client's WithWindowBytes takes it (0: its default, a fixed 1 MiB; -1: grpc-go's dynamic window, whose bandwidth probe sends a PING per call at concurrency 1)")
 	fs.StringVar(&o.cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the gateway's concurrent points, sections 5 and 9a, and section 6's in-process figure to `file`")
 	fs.StringVar(&o.cfg.PointProfiles, "point-profiles", "", "write a CPU profile of each of three concurrent points, the measured calls only: section 1's to `prefix`-1-direct.pprof, 3's to prefix-3-runjob.pprof, and the bare proxy's, measured as a point of its own after 3, to prefix-floor-proxy.pprof (not with -cpuprofile)")
 	fs.StringVar(&o.cfg.MemProfile, "memprofile", "", "write a heap profile with the most sessions open to `file`")
+	fs.StringVar(&o.cfg.GatewayBin, "gateway-bin", "", "the gateway binary section 9b runs as its three replicas (default: $SESSIONGATE_GATEWAY_BIN, else cmd/gateway built from this module's source, from any working directory)")
 	fs.StringVar(&o.cfg.Trace, "trace", "", "write execution traces of the interleaved serial sets to `prefix`-serial.trace (1-3) and prefix-9a.trace, for go tool trace")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -345,6 +353,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	}
 	c := modeConfig(mode)
 	c.CPUProfile, c.PointProfiles, c.MemProfile, c.Trace = o.cfg.CPUProfile, o.cfg.PointProfiles, o.cfg.MemProfile, o.cfg.Trace
+	c.GatewayBin = o.cfg.GatewayBin
 	c.GCMinHeapMiB = gcMin
 	c.ProcsTuner = procsTuner
 	if clientWindow < math.MinInt32 || clientWindow > math.MaxInt32 {

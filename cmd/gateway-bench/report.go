@@ -251,7 +251,9 @@ func writeTable(w io.Writer, r *report) error {
 		fmt.Fprintf(w, "garbage collector of this process: least heap goal %d MiB (gateway/gctuner, cmd/gateway's default); the runtime child: Go's defaults\n", c.GCMinHeapMiB)
 	}
 	if c.ProcsTuner {
-		fmt.Fprintf(w, "GOMAXPROCS of this process: gateway/proctuner (cmd/gateway's default), %d changes during the run; the runtime child: Go's default\n", c.ProcsChanges)
+		fmt.Fprintf(w, "GOMAXPROCS of this process: gateway/proctuner (-procs-tuner, opt-in as in cmd/gateway), %d changes during the run; the runtime child: Go's default\n", c.ProcsChanges)
+	} else {
+		fmt.Fprintln(w, "GOMAXPROCS of this process and the runtime child: Go's default (cmd/gateway's default; -procs-tuner runs gateway/proctuner)")
 	}
 	if c.ClientWindowBytes < 0 {
 		fmt.Fprintln(w, "callers: grpc-go's dynamic flow-control window (a bandwidth-probe PING per call at concurrency 1)")

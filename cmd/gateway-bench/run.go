@@ -37,10 +37,11 @@ func run(ctx context.Context, cfg config) (*report, error) {
 		tuner := gctuner.Start(uint64(cfg.GCMinHeapMiB) << 20)
 		defer tuner.Stop()
 	}
-	// So does the procs tuner (gateway/proctuner), for the same reason:
-	// the gateway runs in this process, so the baselines run under it too
-	// (their p50s are a little lower under it, which makes the p50 ratio
-	// harder, not easier); the runtime child keeps Go's default.
+	// With -procs-tuner (opt-in, as in cmd/gateway) so does the procs tuner
+	// (gateway/proctuner), for the same reason: the gateway runs in this
+	// process, so the baselines run under it too (their p50s are a little
+	// lower under it, which makes the p50 ratio harder, not easier); the
+	// runtime child keeps Go's default.
 	var procs *proctuner.Tuner
 	if cfg.ProcsTuner {
 		procs = proctuner.Start(proctuner.Config{})

@@ -22,7 +22,7 @@ import (
 //
 // Why: with both counts in this process, the two points had to be measured
 // one after the other, with the sessions opened in between, and on the
-// README's machine two back-to-back windows of 5000 calls on one build
+// the machine of docs/performance.md two back-to-back windows of 5000 calls on one build
 // differed by up to 12 % (a 1-session point measured again right after the
 // 19k-session point, the sessions still open). Over fifteen runs the ratio
 // spread from 0.82 to 1.36. That in-process figure is still measured

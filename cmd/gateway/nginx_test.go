@@ -36,22 +36,23 @@ func nginxBinary(t *testing.T) string {
 	return ""
 }
 
-// readmeNginx is README's nginx configuration.
+// readmeNginx is the nginx configuration of docs/operations.md
+// ("Balancers"), which the README's Cluster section links to.
 func readmeNginx(t *testing.T) string {
 	t.Helper()
-	raw, err := os.ReadFile("../../README.md")
+	raw, err := os.ReadFile("../../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, rest, ok := strings.Cut(string(raw), "<!-- nginx:begin -->\n```nginx\n")
 	block, _, ok2 := strings.Cut(rest, "```\n<!-- nginx:end -->")
 	if !ok || !ok2 {
-		t.Fatal("README has no nginx block")
+		t.Fatal("docs/operations.md has no nginx block")
 	}
 	return block
 }
 
-// TestClusterBehindNginx runs README's nginx configuration (consistent hash
+// TestClusterBehindNginx runs docs/operations.md's nginx configuration (consistent hash
 // on x-sessiongate-session, grpc_pass) in front of three replicas: every
 // call with the session header lands on one replica, and the session works
 // through nginx, unary and WatchJob.

@@ -10,12 +10,25 @@
 // goroutine or finds nothing and sleeps again), so a call pays cross-CPU
 // wake-ups and the spinning threads' CPU, which on a small machine is taken
 // from the agent runtime beside the gateway. On one P every hand-off is a
-// switch on the same thread. On the 2 vCPU machine of the README's
-// Performance section, RunJob's median at one call at a time was 392 – 420
-// µs with the gateway's process at GOMAXPROCS=1 against 477 – 508 µs at 2
-// (the runtime at 2 in both), while the direct ARCP call and the plain gRPC
-// call measured in the same runs did not move. Under load one P is too few:
-// at 64 callers the same gateway served 10 – 35 % fewer calls a second.
+// switch on the same thread. On a 2 vCPU AMD EPYC VM (24 GiB, linux/amd64,
+// Go 1.26.8; 2026-11-23, `gateway-bench -short` with the bench process at
+// GOMAXPROCS 1 or 2 and the runtime child at 2, two runs each), RunJob's
+// median at one call at a time was 392 – 420 µs with the gateway's process
+// at GOMAXPROCS=1 against 477 – 508 µs at 2, while the direct ARCP call and
+// the plain gRPC call measured in the same runs did not move. Under load
+// one P is too few: at 64 callers the same gateway served 10 – 35 % fewer
+// calls a second. With the tuner, five full runs of the harness on that VM
+// gave a RunJob p50 ratio of 1.28 (1.27 – 1.30) against 1.53 (1.49 – 1.59)
+// in four runs without it, and RunJob's p50 373 µs against 499.
+//
+// # Opt-in
+//
+// cmd/gateway runs the tuner only when asked (--procs-tuner,
+// SESSIONGATE_PROCS_TUNER=true): by default GOMAXPROCS is the Go runtime's
+// (container-aware since Go 1.25), as operators of grpc-go services expect,
+// and an explicit GOMAXPROCS always wins. The figures above come from one
+// small machine with the runtime on the same two cores; on larger machines,
+// or with the runtime elsewhere, they are unmeasured.
 //
 // # The rule
 //

@@ -25,6 +25,7 @@ import (
 	"github.com/sessiongate/sessiongate/gateway/directory"
 	"github.com/sessiongate/sessiongate/gateway/session"
 	"github.com/sessiongate/sessiongate/gateway/upstream"
+	"github.com/sessiongate/sessiongate/gateway/wirecodec"
 )
 
 // ClusterConfig turns cluster mode on (Config.Cluster): the replica records
@@ -123,7 +124,7 @@ type clusterState struct {
 	dir    *directory.Directory
 	self   string
 	secret []byte
-	codec  codec // of forwarded unary calls: the reply as raw bytes
+	codec  wirecodec.Codec // of forwarded unary calls: the reply as raw bytes
 	// selfHints are the owner hints of a call served here (hints(self)),
 	// made once: SetHeader and SetTrailer copy what they are given.
 	selfHints metadata.MD
@@ -190,7 +191,7 @@ func newClusterState(cfg ClusterConfig, self string, table *session.Table[*upstr
 		tmpl: tmpl, features: features, retained: retained, log: log.With("component", "cluster"), m: m,
 		peers: make(map[string]*grpc.ClientConn), owned: make(map[string]*owned),
 		pending: make(map[*upstream.Conn]*owned), flights: make(map[string]*takeoverFlight),
-		owners: cluster.NewOwnerCache(cfg.OwnerCacheTTL, 0), codec: newCodec(),
+		owners: cluster.NewOwnerCache(cfg.OwnerCacheTTL, 0), codec: wirecodec.NewCodec(),
 	}
 	c.selfHints = c.hints(self, "")
 	c.healthy.Store(true)

@@ -28,6 +28,7 @@ import (
 	"github.com/sessiongate/sessiongate/gateway/directory"
 	"github.com/sessiongate/sessiongate/gateway/session"
 	"github.com/sessiongate/sessiongate/gateway/upstream"
+	"github.com/sessiongate/sessiongate/gateway/wirecodec"
 	sessiongatev1 "github.com/sessiongate/sessiongate/gen/sessiongate/v1"
 )
 
@@ -597,9 +598,9 @@ func (t forwardTry) same(owner, addr string) bool {
 func validSessionID(id string) bool { return checkSessionID(id) == nil }
 
 // requestIDs returns the session and job ids of a session method's request,
-// decoded or still raw (see rawHandler).
+// decoded or still raw (see wirecodec.RawHandler).
 func requestIDs(req any, mi *methodInfo) (sid, jid string, err error) {
-	raw, ok := req.(*rawMessage)
+	raw, ok := req.(*wirecodec.RawMessage)
 	if !ok {
 		return fieldString(req, mi.sessionField), fieldString(req, mi.jobField), nil
 	}
@@ -607,7 +608,7 @@ func requestIDs(req any, mi *methodInfo) (sid, jid string, err error) {
 	if mi.jobField != nil {
 		job = mi.jobField.Number()
 	}
-	if sid, jid, err = scanIDs(raw.b, mi.sessionField.Number(), job); err != nil {
+	if sid, jid, err = wirecodec.ScanIDs(raw.Bytes, mi.sessionField.Number(), job); err != nil {
 		return "", "", status.Errorf(codes.Internal, "grpc: error unmarshalling request: %v", err)
 	}
 	return sid, jid, nil
@@ -623,8 +624,8 @@ func (c *clusterState) forwardUnary(ctx context.Context, method string, mi *meth
 		c.owners.Forget(id)
 		return nil, false, status.Errorf(codes.Unavailable, "cannot reach session owner %s at %s: %v", owner, addr, err)
 	}
-	// The owner's answer is passed on as it came (rawMessage).
-	reply := &rawMessage{}
+	// The owner's answer is passed on as it came (wirecodec.RawMessage).
+	reply := &wirecodec.RawMessage{}
 	// The owner sets the same hints in its header and its trailer (see
 	// clusterUnary); the trailer comes with every answer, an error too.
 	var trl metadata.MD

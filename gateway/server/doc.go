@@ -24,14 +24,12 @@
 // # Payloads
 //
 // A job's input and result are JSON upstream and google.protobuf.Value on
-// the API. RunJob converts between the two without building the Value when
-// the payload allows it: the request's input is written as JSON straight
-// from its protobuf bytes (decodeRunJob, appendWireJSON) and the result's
-// JSON straight into the answer's bytes (appendValueWire), which the
-// server's codec sends as they are (rawMessage). Each transcoder answers
-// only where the Value path would give the same text or message, and
-// leaves everything else (every error included) to that path; the tests
-// that hold them to it are in jsonwire_test.go and wirejson_test.go.
+// the API; gateway/wirecodec converts between the two. RunJob does it
+// without building the Value when the payload allows it: the request's
+// input is written as JSON straight from its protobuf bytes
+// (wirecodec.DecodeRunJob, in runJobHandler) and the result's JSON straight
+// into the answer's bytes (wirecodec.AppendRunJobWire), which the server's
+// codec (wirecodec.Codec) sends as they are (a *wirecodec.RawMessage).
 //
 // # Budgets
 //

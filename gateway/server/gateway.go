@@ -30,6 +30,7 @@ import (
 	"github.com/sessiongate/sessiongate/gateway/budget"
 	"github.com/sessiongate/sessiongate/gateway/session"
 	"github.com/sessiongate/sessiongate/gateway/upstream"
+	"github.com/sessiongate/sessiongate/gateway/wirecodec"
 	sessiongatev1 "github.com/sessiongate/sessiongate/gen/sessiongate/v1"
 	timeoutprofilev1 "github.com/sessiongate/sessiongate/gen/timeoutprofile/v1"
 	"github.com/sessiongate/sessiongate/timeoutprofile"
@@ -387,7 +388,7 @@ func New(cfg Config) (*Gateway, error) {
 
 	g.grpc = grpc.NewServer(append(append(tracingOptions(cfg.TracerProvider), windowOptions(cfg.WindowBytes)...),
 		grpc.UnaryInterceptor(entry.intercept),
-		grpc.ForceServerCodecV2(newCodec()),
+		grpc.ForceServerCodecV2(wirecodec.NewCodec()),
 		grpc.ChainStreamInterceptor(stream...),
 		grpc.MaxRecvMsgSize(cfg.MaxInputBytes+(1<<20)),
 		grpc.MaxSendMsgSize(32<<20),
@@ -397,15 +398,15 @@ func New(cfg Config) (*Gateway, error) {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.KeepaliveMinTime, PermitWithoutStream: true}),
 	)...)
 	// RunJob answers with its result's bytes (runJobHandler). In cluster
-	// mode session calls reach routing undecoded (rawHandler), so that a
+	// mode session calls reach routing undecoded (wirecodec.RawHandler), so that a
 	// forwarded one is never decoded or encoded here.
-	g.grpc.RegisterService(rawFirst(&sessiongatev1.SessionGateway_ServiceDesc, func(full string, h grpc.MethodHandler) grpc.MethodHandler {
+	g.grpc.RegisterService(wirecodec.RawFirst(&sessiongatev1.SessionGateway_ServiceDesc, func(full string, h grpc.MethodHandler) grpc.MethodHandler {
 		var own grpc.MethodHandler
 		if full == sessiongatev1.SessionGateway_RunJob_FullMethodName {
 			h, own = runJobHandler, runJobHandler
 		}
 		if mi := methodOf(full); g.cluster != nil && mi != nil && mi.sessionField != nil && !readOnlyMethods[full] {
-			return rawHandler(full, h)
+			return wirecodec.RawHandler(full, h)
 		}
 		return own
 	}), g.svc)

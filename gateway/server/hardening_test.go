@@ -465,7 +465,7 @@ func TestHealthWithoutCredentials(t *testing.T) {
 
 // TestEveryCounterExported: every field of upstream.Counters is named in
 // counterMetrics, exported per runtime on /metrics, and documented in
-// README. A field added to Counters later fails this test until it is.
+// docs/operations.md. A field added to Counters later fails this test until it is.
 func TestEveryCounterExported(t *testing.T) {
 	h := newHarness(t, harnessOpts{config: func(c *Config) {
 		c.Runtimes = append(c.Runtimes, Runtime{Name: "second", URL: c.Runtimes[0].URL})
@@ -499,7 +499,7 @@ func TestEveryCounterExported(t *testing.T) {
 			}
 		}
 		if !strings.Contains(readme, "`"+name+"`") {
-			t.Errorf("README.md does not document %s", name)
+			t.Errorf("docs/operations.md does not document %s", name)
 		}
 	}
 	for _, want := range []string{
@@ -686,7 +686,9 @@ func scrape(t *testing.T, h *harness) string {
 	return string(b)
 }
 
+// readREADME reads the document that lists the metrics:
+// docs/operations.md ("Metrics"), where the README sends operators.
 func readREADME() (string, error) {
-	b, err := os.ReadFile("../../README.md")
+	b, err := os.ReadFile("../../docs/operations.md")
 	return string(b), err
 }

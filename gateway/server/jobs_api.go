@@ -24,6 +24,7 @@ import (
 
 	"github.com/sessiongate/sessiongate/gateway/arcp"
 	"github.com/sessiongate/sessiongate/gateway/upstream"
+	"github.com/sessiongate/sessiongate/gateway/wirecodec"
 	sessiongatev1 "github.com/sessiongate/sessiongate/gen/sessiongate/v1"
 )
 
@@ -176,7 +177,7 @@ func applyExtras(ctx context.Context, req submitExtras, sub *arcp.Submit) (upstr
 			if !arcp.ValidExtensionKey(k) || len(k) > maxNameLen {
 				return opts, invalid("extension key %q must start with %q", clip(k), arcp.VendorPrefix)
 			}
-			raw, err := appendJSON(nil, v)
+			raw, err := wirecodec.AppendJSON(nil, v)
 			if err != nil {
 				return opts, inputError(err)
 			}
@@ -239,7 +240,7 @@ func checkExtraFeatures(sub arcp.Submit, features []string) error {
 // Answers.
 
 func leaseProto(raw json.RawMessage) *sessiongatev1.Lease {
-	if isEmptyObject(raw) {
+	if wirecodec.IsEmptyObject(raw) {
 		// What job.accepted carries for a job without a lease request
 		// (§9): no need for encoding/json's reflection.
 		return &sessiongatev1.Lease{}
@@ -253,20 +254,6 @@ func leaseProto(raw json.RawMessage) *sessiongatev1.Lease {
 		out.Capabilities[ns] = &sessiongatev1.LeasePatterns{Patterns: p}
 	}
 	return out
-}
-
-// isEmptyObject says whether raw is the JSON text {}, with or without
-// JSON's white space around it and inside it.
-func isEmptyObject(raw []byte) bool {
-	r := jsonReader{b: raw}
-	for _, c := range []byte("{}") {
-		if r.space(); r.i >= len(r.b) || r.b[r.i] != c {
-			return false
-		}
-		r.i++
-	}
-	r.space()
-	return r.i == len(r.b)
 }
 
 func constraintsProto(raw json.RawMessage) *sessiongatev1.LeaseConstraints {
@@ -290,7 +277,7 @@ func extensionsProto(ext map[string]json.RawMessage) map[string]*structpb.Value 
 		if !arcp.ValidExtensionKey(k) {
 			continue
 		}
-		if v, ok := jsonValue(raw); ok {
+		if v, ok := wirecodec.JSONValue(raw); ok {
 			if out == nil {
 				out = make(map[string]*structpb.Value)
 			}

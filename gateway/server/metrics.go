@@ -22,7 +22,7 @@ type counterMetric struct{ name, help string }
 // walks the struct by reflection, so a field added later is exported even
 // before it is named here (under its snake_case name, with a help text
 // saying it is undocumented), and TestEveryCounterExported fails until it is
-// named here and in README's metrics table.
+// named here and in docs/operations.md's metrics table.
 var counterMetrics = map[string]counterMetric{
 	"LateAnswers":        {"late_answers", "Upstream answers and events that matched no live caller or job (tombstoned or unknown)."},
 	"StaleGeneration":    {"stale_generation", "Upstream frames dropped because they came from a transport already given up, or an accept of an older generation."},

@@ -19,6 +19,7 @@ import (
 	"github.com/sessiongate/sessiongate/gateway/budget"
 	"github.com/sessiongate/sessiongate/gateway/session"
 	"github.com/sessiongate/sessiongate/gateway/upstream"
+	"github.com/sessiongate/sessiongate/gateway/wirecodec"
 	sessiongatev1 "github.com/sessiongate/sessiongate/gen/sessiongate/v1"
 )
 
@@ -250,7 +251,7 @@ type jobRequest interface {
 }
 
 // submitPayload checks req and builds the job.submit payload. input, when
-// not nil, is req's input already as JSON text (decodeRunJob), held to
+// not nil, is req's input already as JSON text (wirecodec.DecodeRunJob), held to
 // the cap; req then has none.
 func (s *service) submitPayload(req jobRequest, input []byte) (arcp.Submit, error) {
 	if err := checkSessionID(req.GetSessionId()); err != nil {
@@ -273,8 +274,8 @@ func (s *service) submitPayload(req jobRequest, input []byte) (arcp.Submit, erro
 	if input != nil {
 		sub.Input = input
 	} else if in := req.GetInput(); in != nil {
-		raw, err := appendJSONMax(make([]byte, 0, 64), in, s.maxInputBytes)
-		if err == errTooLong || err == nil && len(raw) > s.maxInputBytes {
+		raw, err := wirecodec.AppendJSONMax(make([]byte, 0, 64), in, s.maxInputBytes)
+		if err == wirecodec.ErrTooLong || err == nil && len(raw) > s.maxInputBytes {
 			return arcp.Submit{}, gatewayStatus(codes.ResourceExhausted, "CAP_EXCEEDED",
 				fmt.Sprintf("input is more than %d bytes of JSON; cap max_input_bytes=%d", s.maxInputBytes, s.maxInputBytes),
 				map[string]string{"cap": "max_input_bytes"})
@@ -298,12 +299,12 @@ func (s *service) acquire(ctx context.Context, id string) (*session.Session[*ups
 // inputError explains why a job's input could not be encoded, in terms a
 // caller can act on.
 func inputError(err error) error {
-	var ve *valueError
+	var ve *wirecodec.ValueError
 	if !errors.As(err, &ve) {
 		return invalid("input is not a JSON value: %v", err)
 	}
-	field := "input" + ve.path
-	if ve.noKind {
+	field := "input" + ve.Path
+	if ve.NoKind {
 		return gatewayStatus(codes.InvalidArgument, "VALUE_KIND_NOT_SET", field+": google.protobuf.Value has no kind set. "+
 			"Every Value needs exactly one of null_value, number_value, string_value, bool_value, struct_value, list_value. "+
 			"In Node with @grpc/proto-loader a plain object is not converted: build {structValue: {fields: {hello: {stringValue: \"world\"}}}}; "+
@@ -311,7 +312,7 @@ func inputError(err error) error {
 			"or use the sessiongate clients (@sessiongate/client, Python sessiongate), which take plain values",
 			map[string]string{"field": field})
 	}
-	return gatewayStatus(codes.InvalidArgument, "INVALID_ARGUMENT", field+": "+ve.err.Error()+": JSON has no NaN or infinite numbers",
+	return gatewayStatus(codes.InvalidArgument, "INVALID_ARGUMENT", field+": "+ve.Err.Error()+": JSON has no NaN or infinite numbers",
 		map[string]string{"field": field})
 }
 
@@ -387,7 +388,7 @@ func (s *service) RunJob(ctx context.Context, req *sessiongatev1.RunJobRequest) 
 	return resp.(*sessiongatev1.RunJobResponse), nil
 }
 
-// runJob is RunJob; input is submitPayload's. With wire, the answer may be a *rawMessage instead of
+// runJob is RunJob; input is submitPayload's. With wire, the answer may be a *wirecodec.RawMessage instead of
 // a *RunJobResponse: the runtime's result transcoded from JSON straight to
 // its protobuf bytes (appendValueWire) after the other fields, where the
 // Value would be built only to be marshalled at once. runJobHandler, the
@@ -429,9 +430,9 @@ func (s *service) runJob(ctx context.Context, req *sessiongatev1.RunJobRequest, 
 	if term.Result != nil {
 		resp.Summary = term.Result.Summary
 		if wire && term.Assembled == nil && len(term.Result.Result) > 0 {
-			if b, ok := appendRunJobWire(resp, term.Result.Result); ok {
+			if b, ok := wirecodec.AppendRunJobWire(resp, term.Result.Result); ok {
 				s.forgetRun(sess, req, acc.JobID) // the result now lives in b only
-				return &rawMessage{b: b}, nil
+				return &wirecodec.RawMessage{Bytes: b}, nil
 			}
 		}
 		resp.Result, resp.RawResult = valueOrRaw(term.Result.Result)
@@ -452,7 +453,7 @@ func (s *service) runJob(ctx context.Context, req *sessiongatev1.RunJobRequest, 
 // valueOrRaw converts a runtime's JSON to a Value, or, when it has no Value
 // form, returns it raw for the API's raw_* field.
 func valueOrRaw(raw []byte) (*structpb.Value, []byte) {
-	if v, ok := jsonValue(raw); ok {
+	if v, ok := wirecodec.JSONValue(raw); ok {
 		return v, nil
 	}
 	return nil, slices.Clone(raw)

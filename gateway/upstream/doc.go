@@ -86,15 +86,21 @@
 // in internal/correlate (its package documentation has the rules, the
 // dialect each one serves, and the spec gaps and how they were decided); the
 // connection feeds it events and carries out its actions under the mutex.
-// In short: ARCP's job.accepted carries no request id, so accepts go to the
-// FIFO of written submits in wire order, checked by trace id when the
-// runtime echoes the connection's own trace ids, and by idempotency key when
-// the job id is already known (an idempotent replay, §7.2, carries the
-// original trace id; a runtime that reuses another submit's live job id
-// fails that submit with ErrOutcomeUnknown). Rejections come as
+// In short: ARCP's job.accepted carries no request id, so accepts are
+// matched by the trace id the runtime echoes (the submit's envelope trace_id:
+// the caller's W3C trace id, or a fresh one), wherever the submit stands, as
+// long as that trace id names one submit; otherwise by position in the FIFO
+// of written submits, and then only one submit is in flight: a runtime not
+// known to echo (Config.Traits shares what the connections to one runtime
+// learned), or a trace id several concurrent submits share. The idempotency
+// key decides when the job id is already known (an idempotent replay, §7.2,
+// carries the original trace id; a runtime that reuses another submit's live
+// job id fails that submit with ErrOutcomeUnknown). Rejections come as
 // session.error{request_id} (Go SDK, reference) or positionally: job.error
 // under a job id never accepted, job.error DUPLICATE_KEY on the existing
-// job, session.error without request_id (TS SDK, draft §13.8).
+// job, session.error without request_id (TS SDK, draft §13.8); a positional
+// one fails its submit only once a barrier shows no accept of its own came
+// first.
 //
 // Every submit carries an idempotency key: the caller's, namespaced by
 // Config.KeyNamespace (the caller identity: every session of a gateway may
@@ -109,7 +115,10 @@
 //
 // The connection never guesses. A job.accepted or session.error that cannot
 // be read while submits wait could have been the head's answer: the
-// transport is dropped, and the submits are reconciled after the resume.
+// transport is dropped, and the submits are reconciled after the resume. A
+// submit in flight through three such answers fails with a
+// RuntimeFaultError (the runtime answers it with garbage) instead of
+// resuming until its caller's deadline.
 //
 // # Generations and reconciliation
 //

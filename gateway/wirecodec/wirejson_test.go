@@ -1,8 +1,7 @@
-package server
+package wirecodec
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"math"
 	"slices"
@@ -10,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -21,8 +19,8 @@ import (
 )
 
 // agreeWireJSON checks appendWireJSON against decoding the Value and
-// appendJSONMax on b: where it answers, the Value decodes and
-// appendJSONMax writes the same text; where it does not, dst comes back as
+// AppendJSONMax on b: where it answers, the Value decodes and
+// AppendJSONMax writes the same text; where it does not, dst comes back as
 // it came. It returns whether it answered.
 func agreeWireJSON(t *testing.T, b []byte, max int) bool {
 	t.Helper()
@@ -35,12 +33,12 @@ func agreeWireJSON(t *testing.T, b []byte, max int) bool {
 	if err := proto.Unmarshal(b, &v); err != nil {
 		t.Fatalf("appendWireJSON(%x) answered %q for bytes that do not decode: %v", b, got, err)
 	}
-	want, err := appendJSONMax(nil, &v, max)
+	want, err := AppendJSONMax(nil, &v, max)
 	if err != nil {
-		t.Fatalf("appendWireJSON(%x) answered %q where appendJSONMax fails: %v", b, got, err)
+		t.Fatalf("appendWireJSON(%x) answered %q where AppendJSONMax fails: %v", b, got, err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Fatalf("appendWireJSON(%x) = %q, appendJSONMax %q", b, got, want)
+		t.Fatalf("appendWireJSON(%x) = %q, AppendJSONMax %q", b, got, want)
 	}
 	return true
 }
@@ -159,7 +157,7 @@ func TestWireJSONAgrees(t *testing.T) {
 }
 
 // FuzzWireJSON: wherever appendWireJSON answers, the bytes decode to a
-// Value that appendJSONMax writes as the same text.
+// Value that AppendJSONMax writes as the same text.
 func FuzzWireJSON(f *testing.F) {
 	for _, s := range []string{`null`, `{"a":[1,2,{"b":"c"}]}`, `"\u0000\ud834\udd1e"`, `1e308`, `-0`, `[[[[]]]]`} {
 		v, _ := parseValue([]byte(s))
@@ -169,7 +167,7 @@ func FuzzWireJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) { agreeWireJSON(t, data, 1<<20) })
 }
 
-// TestDecodeRunJob: a request's plain input comes out as appendJSONMax's
+// TestDecodeRunJob: a request's plain input comes out as AppendJSONMax's
 // text and the rest of the request as proto.Unmarshal decodes it; a
 // request whose input is odd, repeated or absent is decoded whole, and
 // bytes that are not a request get grpc-go's error.
@@ -186,36 +184,36 @@ func TestDecodeRunJob(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, input, err := decodeRunJob(b, max)
+		got, input, err := DecodeRunJob(b, max)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := appendJSONMax(nil, in, max)
+		want, err := AppendJSONMax(nil, in, max)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(input, want) {
-			t.Fatalf("input %v: decodeRunJob gave %q, appendJSONMax %q", in, input, want)
+			t.Fatalf("input %v: DecodeRunJob gave %q, AppendJSONMax %q", in, input, want)
 		}
 		rest := proto.Clone(req).(*sessiongatev1.RunJobRequest)
 		rest.Input = nil
 		if !proto.Equal(got, rest) {
-			t.Fatalf("decodeRunJob's request %v, want %v", got, rest)
+			t.Fatalf("DecodeRunJob's request %v, want %v", got, rest)
 		}
 	}
 
 	whole := func(name string, b []byte) {
 		t.Helper()
-		got, input, err := decodeRunJob(b, max)
+		got, input, err := DecodeRunJob(b, max)
 		var want sessiongatev1.RunJobRequest
 		if uerr := proto.Unmarshal(b, &want); uerr != nil {
 			if status.Code(err) != codes.Internal || !strings.Contains(status.Convert(err).Message(), "error unmarshalling request") {
-				t.Errorf("%s: decodeRunJob's error %v for bytes proto refuses (%v)", name, err, uerr)
+				t.Errorf("%s: DecodeRunJob's error %v for bytes proto refuses (%v)", name, err, uerr)
 			}
 			return
 		}
 		if err != nil || input != nil || !proto.Equal(got, &want) {
-			t.Errorf("%s: decodeRunJob = %v, %q, %v; want the request decoded whole: %v", name, got, input, err, &want)
+			t.Errorf("%s: DecodeRunJob = %v, %q, %v; want the request decoded whole: %v", name, got, input, err, &want)
 		}
 	}
 	base, _ := proto.Marshal(&sessiongatev1.RunJobRequest{SessionId: "s", Agent: "echo"})
@@ -233,63 +231,4 @@ func TestDecodeRunJob(t *testing.T) {
 	whole("input as a varint", slices.Concat(base, protowire.AppendVarint(protowire.AppendTag(nil, runJobInputField, protowire.VarintType), 1)))
 	whole("truncated", slices.Concat(base, inputField(a))[:len(base)+3])
 	whole("invalid UTF-8 after the input", slices.Concat(base, inputField(a), protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), []byte("\xff"))))
-}
-
-// TestRunJobHandlerRequests: runJobHandler serves the request its
-// interceptors pass on. The one it decoded gets the input taken out as
-// JSON; one an interceptor substitutes is served with its own input; a
-// request of another type is refused, not a panic.
-func TestRunJobHandlerRequests(t *testing.T) {
-	h := newHarness(t, harnessOpts{})
-	ctx := context.Background()
-	open, err := h.client.OpenSession(ctx, &sessiongatev1.OpenSessionRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sid := open.GetSessionId()
-	encode := func(in map[string]any) func(any) error {
-		b, err := proto.Marshal(&sessiongatev1.RunJobRequest{SessionId: sid, Agent: "echo", Input: mustValueTB(t, in)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return func(v any) error { v.(*rawMessage).b = b; return nil }
-	}
-	answer := func(resp any, err error) *sessiongatev1.RunJobResponse {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-		switch m := resp.(type) {
-		case *rawMessage:
-			var r sessiongatev1.RunJobResponse
-			if err := proto.Unmarshal(m.b, &r); err != nil {
-				t.Fatal(err)
-			}
-			return &r
-		case *sessiongatev1.RunJobResponse:
-			return m
-		}
-		t.Fatalf("answer of type %T", resp)
-		return nil
-	}
-	pass := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
-		return next(ctx, req)
-	}
-	got := answer(runJobHandler(h.gw.svc, ctx, encode(map[string]any{"a": 1.0}), pass))
-	if f := got.GetResult().GetStructValue().GetFields(); f["a"].GetNumberValue() != 1 {
-		t.Fatalf("the decoded request's input came back as %v", got.GetResult())
-	}
-	swap := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
-		return next(ctx, &sessiongatev1.RunJobRequest{SessionId: sid, Agent: "echo", Input: mustValueTB(t, map[string]any{"b": "own"})})
-	}
-	got = answer(runJobHandler(h.gw.svc, ctx, encode(map[string]any{"a": 1.0}), swap))
-	if f := got.GetResult().GetStructValue().GetFields(); f["b"].GetStringValue() != "own" || f["a"] != nil {
-		t.Fatalf("a substituted request's input came back as %v", got.GetResult())
-	}
-	wrong := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, next grpc.UnaryHandler) (any, error) {
-		return next(ctx, &sessiongatev1.CancelJobRequest{})
-	}
-	if _, err := runJobHandler(h.gw.svc, ctx, encode(nil), wrong); status.Code(err) != codes.Internal {
-		t.Fatalf("a request of another type: %v, want INTERNAL", err)
-	}
 }

@@ -1,4 +1,4 @@
-package server
+package wirecodec
 
 import (
 	"bytes"
@@ -9,7 +9,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
-// appendWireJSON appends to dst the JSON text that appendJSONMax writes for
+// appendWireJSON appends to dst the JSON text that AppendJSONMax writes for
 // the google.protobuf.Value encoded in v, without decoding the Value: a
 // RunJob's input travels from the caller's bytes to the runtime's JSON
 // this way (see runJobHandler).
@@ -20,8 +20,8 @@ import (
 // numbers, null as 0 and bools as 0 or 1, nesting to maxFastDepth, and
 // text of at most max bytes. For anything else handled is false and dst
 // is returned as it came; the caller then decodes the Value, and
-// appendJSONMax gives the answer or the error. TestWireJSONAgrees and
-// FuzzWireJSON hold it to appendJSONMax's text wherever it answers.
+// AppendJSONMax gives the answer or the error. TestWireJSONAgrees and
+// FuzzWireJSON hold it to AppendJSONMax's text wherever it answers.
 func appendWireJSON(dst, v []byte, max int) (out []byte, handled bool) {
 	w := jsonWriter{out: dst, max: len(dst) + max}
 	if !w.value(v, 0) || len(w.out) > w.max {
@@ -99,7 +99,7 @@ func (w *jsonWriter) value(v []byte, depth int) bool {
 	return m == len(v) // exactly one field
 }
 
-// object writes a Struct, its keys sorted as appendJSONMax sorts them.
+// object writes a Struct, its keys sorted as AppendJSONMax sorts them.
 func (w *jsonWriter) object(s []byte, depth int) bool {
 	base := len(w.entries)
 	defer func() {

@@ -1,10 +1,8 @@
-package server
+package wirecodec
 
 import (
-	"context"
 	"unicode/utf8"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -16,54 +14,23 @@ import (
 
 // RunJob's payloads on the wire. A runtime's result reaches the gateway as
 // JSON and the caller as a google.protobuf.Value; the server's handler for
-// RunJob (runJobHandler) has runJob transcode the one into the other's
-// bytes (appendValueWire) and answer with those, a *rawMessage that the
+// RunJob (runJobHandler in gateway/server) has runJob transcode the one into the other's
+// bytes (appendValueWire) and answer with those, a *RawMessage that the
 // server's codec sends as it is. The caller's input takes the opposite
-// way: decodeRunJob writes the Value's bytes as the JSON the runtime gets
+// way: DecodeRunJob writes the Value's bytes as the JSON the runtime gets
 // (appendWireJSON). Payloads the transcoders leave alone (not JSON,
 // duplicate keys, deeper than 128, a result longer than 64 KiB or streamed
 // in chunks, an encoding protobuf libraries do not write) take the Value
 // path as before, and RunJob itself (the SessionGatewayServer method)
 // always answers with a *RunJobResponse.
 
-// runJobHandler is the server's method handler for RunJob: the generated
-// one, except that the request is decoded by decodeRunJob and runJob is
-// called with wire set. The interceptors see the *RunJobRequest, without
-// its input when decodeRunJob took that out as JSON; should one of them
-// pass on a request of its own, that one is served as it is.
-func runJobHandler(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
-	s := srv.(*service)
-	raw := &rawMessage{}
-	if err := dec(raw); err != nil {
-		return nil, err
-	}
-	in, input, err := decodeRunJob(raw.b, s.maxInputBytes)
-	if err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return s.runJob(ctx, in, input, true)
-	}
-	info := &grpc.UnaryServerInfo{Server: srv, FullMethod: sessiongatev1.SessionGateway_RunJob_FullMethodName}
-	return interceptor(ctx, in, info, func(ctx context.Context, req any) (any, error) {
-		r, ok := req.(*sessiongatev1.RunJobRequest)
-		switch {
-		case !ok:
-			return nil, status.Errorf(codes.Internal, "grpc: RunJob's request is a %T", req)
-		case r != in:
-			return s.runJob(ctx, r, nil, true)
-		}
-		return s.runJob(ctx, r, input, true)
-	})
-}
-
-// decodeRunJob decodes a RunJobRequest. When its input is there once and
+// DecodeRunJob decodes a RunJobRequest. When its input is there once and
 // in the plain encoding appendWireJSON reads, input is that Value's JSON
 // text and the message is decoded without it (the bytes before and after
 // the field, merged: protobuf's rule for a message split between fields);
 // else input is nil and the message is proto.Unmarshal's, Input included,
 // for submitPayload to convert or refuse as before.
-func decodeRunJob(b []byte, max int) (req *sessiongatev1.RunJobRequest, input []byte, err error) {
+func DecodeRunJob(b []byte, max int) (req *sessiongatev1.RunJobRequest, input []byte, err error) {
 	req = new(sessiongatev1.RunJobRequest)
 	if start, end, v, ok := onlyField(b, runJobInputField); ok {
 		if input, ok = appendWireJSON(make([]byte, 0, len(v)+16), v, max); ok &&
@@ -108,13 +75,13 @@ func onlyField(b []byte, num protowire.Number) (start, end int, v []byte, ok boo
 // runJobInputField is RunJobRequest.input's field number.
 var runJobInputField = (&sessiongatev1.RunJobRequest{}).ProtoReflect().Descriptor().Fields().ByName("input").Number()
 
-// appendRunJobWire returns resp's encoding followed by result's as its
+// AppendRunJobWire returns resp's encoding followed by result's as its
 // result field, or false when the answer has no wire form here: a result
 // appendValueWire leaves alone, or a string field that is not UTF-8
 // (which protobuf refuses to marshal; the Value path then fails as
 // before). A field after the others is valid protobuf: decoders take
 // fields in any order, and resp has no result of its own.
-func appendRunJobWire(resp *sessiongatev1.RunJobResponse, result []byte) ([]byte, bool) {
+func AppendRunJobWire(resp *sessiongatev1.RunJobResponse, result []byte) ([]byte, bool) {
 	if resp.Result != nil {
 		return nil, false
 	}

@@ -1,4 +1,4 @@
-package server
+package wirecodec
 
 import (
 	"bytes"
@@ -182,7 +182,7 @@ func (w *wireWriter) members(depth, base int) bool {
 		if !ok {
 			return false
 		}
-		// A duplicate key: as parseValue, leave it to jsonValue's lenient
+		// A duplicate key: as parseValue, leave it to JSONValue's lenient
 		// reader.
 		switch n := len(w.keys) - base; {
 		case set != nil:

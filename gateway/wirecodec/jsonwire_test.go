@@ -1,4 +1,4 @@
-package server
+package wirecodec
 
 import (
 	"bytes"
@@ -163,9 +163,9 @@ func TestRunJobWire(t *testing.T) {
 		if i%50 == 0 {
 			result = `{"big":"` + strings.Repeat("z", 2500*i/50) + `"}` // lengths up to three varint bytes
 		}
-		b, ok := appendRunJobWire(resp, []byte(result))
+		b, ok := AppendRunJobWire(resp, []byte(result))
 		if !ok {
-			t.Fatalf("appendRunJobWire refused %v with %q", resp, clip(result))
+			t.Fatalf("AppendRunJobWire refused %v with %q", resp, clip(result))
 		}
 		var got sessiongatev1.RunJobResponse
 		if err := proto.Unmarshal(b, &got); err != nil {
@@ -182,16 +182,16 @@ func TestRunJobWire(t *testing.T) {
 	}
 	base := &sessiongatev1.RunJobResponse{JobId: "job_1", Lease: &sessiongatev1.Lease{}}
 	for _, result := range []string{`{"a":1,"a":2}`, "\"bad\xffutf8\"", `1e400`} {
-		if b, ok := appendRunJobWire(base, []byte(result)); ok {
-			t.Errorf("appendRunJobWire answered %x for %q, which has no Value of parseValue's", b, result)
+		if b, ok := AppendRunJobWire(base, []byte(result)); ok {
+			t.Errorf("AppendRunJobWire answered %x for %q, which has no Value of parseValue's", b, result)
 		}
 	}
 	for _, bad := range []*sessiongatev1.RunJobResponse{
 		{JobId: "\xff"}, {Summary: "a\xffb"}, {Agent: "\xc3"}, {TraceId: "\xed\xa0\x80"}, {ResultId: "\xff"},
 		{Extensions: map[string]*structpb.Value{"x-vendor.k": structpb.NewStringValue("\xff")}},
 	} {
-		if b, ok := appendRunJobWire(bad, []byte(`1`)); ok {
-			t.Errorf("appendRunJobWire answered %x for %v, which protobuf refuses to marshal", b, bad)
+		if b, ok := AppendRunJobWire(bad, []byte(`1`)); ok {
+			t.Errorf("AppendRunJobWire answered %x for %v, which protobuf refuses to marshal", b, bad)
 		}
 		if _, err := proto.Marshal(bad); err == nil {
 			t.Errorf("proto.Marshal accepts %v, so the case proves nothing", bad)
@@ -220,7 +220,7 @@ func BenchmarkAppendRunJobWire(b *testing.B) {
 	result := []byte(`{"hello":"world"}`)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, ok := appendRunJobWire(resp, result); !ok {
+		if _, ok := AppendRunJobWire(resp, result); !ok {
 			b.Fatal("refused")
 		}
 	}

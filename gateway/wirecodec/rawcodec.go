@@ -1,4 +1,4 @@
-package server
+package wirecodec
 
 import (
 	"context"
@@ -14,51 +14,55 @@ import (
 	protov2 "google.golang.org/protobuf/proto"
 )
 
-// rawMessage is a message held as its encoded bytes: the owner's answer to
+// RawMessage is a message held as its encoded bytes: the owner's answer to
 // a forwarded unary call, which the forwarding replica passes on to its
 // caller as it came instead of decoding it and encoding it again (for
 // RunJob, a structpb result: about 8 µs of a 59 µs hop, see the commit that
 // added this file).
-type rawMessage struct{ b []byte }
+type RawMessage struct{ Bytes []byte }
 
-// codec is grpc-go's protobuf codec that also carries a *rawMessage as its
+// Codec is grpc-go's protobuf codec that also carries a *RawMessage as its
 // bytes, in both directions. It is the server's codec (ForceServerCodecV2:
-// a handler may answer with a *rawMessage) and a forwarded call's (a reply
-// read into a *rawMessage). Its name is "proto", the content subtype of
-// every call; everything that is not a *rawMessage goes to grpc-go's codec.
-type codec struct{ proto encoding.CodecV2 }
+// a handler may answer with a *RawMessage) and a forwarded call's (a reply
+// read into a *RawMessage). Its name is "proto", the content subtype of
+// every call; everything that is not a *RawMessage goes to grpc-go's codec.
+type Codec struct{ proto encoding.CodecV2 }
 
-func newCodec() codec { return codec{proto: encoding.GetCodecV2(proto.Name)} }
+// NewCodec returns the Codec over grpc-go's registered protobuf codec.
+func NewCodec() Codec { return Codec{proto: encoding.GetCodecV2(proto.Name)} }
 
-func (codec) Name() string { return proto.Name }
+// Name is "proto".
+func (Codec) Name() string { return proto.Name }
 
-func (c codec) Marshal(v any) (mem.BufferSlice, error) {
-	if r, ok := v.(*rawMessage); ok {
-		return mem.BufferSlice{mem.SliceBuffer(r.b)}, nil
+// Marshal encodes v; a *RawMessage is its bytes.
+func (c Codec) Marshal(v any) (mem.BufferSlice, error) {
+	if r, ok := v.(*RawMessage); ok {
+		return mem.BufferSlice{mem.SliceBuffer(r.Bytes)}, nil
 	}
 	return c.proto.Marshal(v)
 }
 
-func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
-	if r, ok := v.(*rawMessage); ok {
-		r.b = data.Materialize()
+// Unmarshal decodes data into v; a *RawMessage gets a copy of the bytes.
+func (c Codec) Unmarshal(data mem.BufferSlice, v any) error {
+	if r, ok := v.(*RawMessage); ok {
+		r.Bytes = data.Materialize()
 		return nil
 	}
 	return c.proto.Unmarshal(data, v)
 }
 
 // In cluster mode the session methods' requests reach the interceptors as
-// a *rawMessage, and cluster routing reads the session and job ids from the
-// bytes (scanIDs): a call forwarded to the session's owner is sent on as
+// a *RawMessage, and cluster routing reads the session and job ids from the
+// bytes (ScanIDs): a call forwarded to the session's owner is sent on as
 // it came, never decoded or encoded on the forwarding replica; a call served
 // here is decoded by the method's handler, after routing (decodeRequest,
 // with the error grpc-go gives a request it cannot decode). The other
 // interceptors do not look at requests; the status probe and the methods
 // that are not session-scoped keep the generated handlers.
 
-// rawFirst returns desc with the unary handlers of methods wrapped by wrap
+// RawFirst returns desc with the unary handlers of methods wrapped by wrap
 // where it returns one.
-func rawFirst(desc *grpc.ServiceDesc, wrap func(full string, h grpc.MethodHandler) grpc.MethodHandler) *grpc.ServiceDesc {
+func RawFirst(desc *grpc.ServiceDesc, wrap func(full string, h grpc.MethodHandler) grpc.MethodHandler) *grpc.ServiceDesc {
 	d := *desc
 	d.Methods = slices.Clone(desc.Methods)
 	for i, m := range d.Methods {
@@ -69,11 +73,11 @@ func rawFirst(desc *grpc.ServiceDesc, wrap func(full string, h grpc.MethodHandle
 	return &d
 }
 
-// rawHandler is the handler of a session method whose request travels the
-// interceptors as a *rawMessage.
-func rawHandler(full string, orig grpc.MethodHandler) grpc.MethodHandler {
+// RawHandler is the handler of a session method whose request travels the
+// interceptors as a *RawMessage.
+func RawHandler(full string, orig grpc.MethodHandler) grpc.MethodHandler {
 	return func(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
-		raw := &rawMessage{}
+		raw := &RawMessage{}
 		if err := dec(raw); err != nil {
 			return nil, err
 		}
@@ -87,28 +91,28 @@ func rawHandler(full string, orig grpc.MethodHandler) grpc.MethodHandler {
 	}
 }
 
-// decodeRequest fills v, the handler's request message (or a *rawMessage),
-// from req, the *rawMessage the interceptors passed on.
+// decodeRequest fills v, the handler's request message (or a *RawMessage),
+// from req, the *RawMessage the interceptors passed on.
 func decodeRequest(req, v any) error {
-	r, ok := req.(*rawMessage)
-	if to, raw := v.(*rawMessage); ok && raw {
-		to.b = r.b // a handler that decodes the bytes itself (runJobHandler)
+	r, ok := req.(*RawMessage)
+	if to, raw := v.(*RawMessage); ok && raw {
+		to.Bytes = r.Bytes // a handler that decodes the bytes itself (runJobHandler)
 		return nil
 	}
 	pm, ok2 := v.(protov2.Message)
 	if !ok || !ok2 {
 		return status.Errorf(codes.Internal, "grpc: error unmarshalling request: %T into %T", req, v)
 	}
-	if err := protov2.Unmarshal(r.b, pm); err != nil {
+	if err := protov2.Unmarshal(r.Bytes, pm); err != nil {
 		return status.Errorf(codes.Internal, "grpc: error unmarshalling request: %v", err)
 	}
 	return nil
 }
 
-// scanIDs reads the string fields session and job (0: none) of an encoded
+// ScanIDs reads the string fields session and job (0: none) of an encoded
 // message as protobuf decodes them: the last occurrence wins. It fails on
 // bytes that are not a well-formed message.
-func scanIDs(b []byte, session, job protowire.Number) (sid, jid string, err error) {
+func ScanIDs(b []byte, session, job protowire.Number) (sid, jid string, err error) {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {

@@ -1,4 +1,4 @@
-package server
+package wirecodec
 
 import (
 	"encoding/json"
@@ -11,16 +11,16 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
-// checkEquivalent asserts that appendJSON's text decodes (with protojson)
+// checkEquivalent asserts that AppendJSON's text decodes (with protojson)
 // to the same Value, and is valid JSON.
 func checkEquivalent(t *testing.T, v *structpb.Value) {
 	t.Helper()
-	got, err := appendJSON(nil, v)
+	got, err := AppendJSON(nil, v)
 	if err != nil {
-		t.Fatalf("appendJSON(%v): %v", v, err)
+		t.Fatalf("AppendJSON(%v): %v", v, err)
 	}
 	if !json.Valid(got) {
-		t.Fatalf("appendJSON(%v) = %s: not valid JSON", v, got)
+		t.Fatalf("AppendJSON(%v) = %s: not valid JSON", v, got)
 	}
 	back := &structpb.Value{}
 	if err := protojson.Unmarshal(got, back); err != nil {
@@ -55,22 +55,22 @@ func TestAppendJSON(t *testing.T) {
 		{structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
 			"x": structpb.NewListValue(&structpb.ListValue{Values: []*structpb.Value{{}}})}}), `.struct_value.fields["x"].list_value.values[0]`},
 	} {
-		_, err := appendJSON(nil, tc.v)
-		var ve *valueError
-		if !errors.As(err, &ve) || !ve.noKind || ve.path != tc.path {
-			t.Errorf("appendJSON(%v) = %v, want no-kind error at %q", tc.v, err, tc.path)
+		_, err := AppendJSON(nil, tc.v)
+		var ve *ValueError
+		if !errors.As(err, &ve) || !ve.NoKind || ve.Path != tc.path {
+			t.Errorf("AppendJSON(%v) = %v, want no-kind error at %q", tc.v, err, tc.path)
 		}
 	}
-	if got, _ := appendJSON(nil, structpb.NewStringValue("bad\xffutf8")); string(got) != "\"bad\ufffdutf8\"" {
+	if got, _ := AppendJSON(nil, structpb.NewStringValue("bad\xffutf8")); string(got) != "\"bad\ufffdutf8\"" {
 		t.Fatalf("invalid UTF-8 encoded as %q", got)
 	}
 	for _, bad := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
-		if _, err := appendJSON(nil, structpb.NewNumberValue(bad)); err == nil {
+		if _, err := AppendJSON(nil, structpb.NewNumberValue(bad)); err == nil {
 			t.Errorf("%v encoded without error", bad)
 		}
 	}
 	// Keys are sorted: equal values encode equally.
-	a, _ := appendJSON(nil, mustNew(t, map[string]any{"x": 1.0, "y": 2.0, "a": 3.0}))
+	a, _ := AppendJSON(nil, mustNew(t, map[string]any{"x": 1.0, "y": 2.0, "a": 3.0}))
 	if string(a) != `{"a":3,"x":1,"y":2}` {
 		t.Fatalf("got %s", a)
 	}
@@ -110,10 +110,10 @@ func BenchmarkInputJSON(b *testing.B) {
 			}
 		}
 	})
-	b.Run("appendJSON", func(b *testing.B) {
+	b.Run("AppendJSON", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := appendJSON(nil, v); err != nil {
+			if _, err := AppendJSON(nil, v); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -121,7 +121,7 @@ func BenchmarkInputJSON(b *testing.B) {
 }
 
 // TestAppendJSONMax: the cap is on the JSON text, exact at its boundary,
-// and reported as errTooLong from any depth, before the rest is made.
+// and reported as ErrTooLong from any depth, before the rest is made.
 func TestAppendJSONMax(t *testing.T) {
 	for _, in := range []any{
 		"a string of some length",
@@ -129,26 +129,26 @@ func TestAppendJSONMax(t *testing.T) {
 		map[string]any{"a": []any{map[string]any{"b": "deep down"}}, "c": 1.0},
 	} {
 		v := mustNew(t, in)
-		full, err := appendJSON(nil, v)
+		full, err := AppendJSON(nil, v)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, err := appendJSONMax(nil, v, len(full)); err != nil || string(got) != string(full) {
+		if got, err := AppendJSONMax(nil, v, len(full)); err != nil || string(got) != string(full) {
 			t.Fatalf("%s at a cap of its own length: %q %v", full, got, err)
 		}
 		// Containers and strings are checked as they are made; a cap one
 		// short of the text is refused at the latest at its end.
-		if got, err := appendJSONMax(nil, v, len(full)-1); err != errTooLong && len(got) <= len(full)-1 {
+		if got, err := AppendJSONMax(nil, v, len(full)-1); err != ErrTooLong && len(got) <= len(full)-1 {
 			t.Fatalf("%s at a cap one short: %q %v", full, got, err)
 		}
-		if _, err := appendJSONMax(nil, v, 3); err != errTooLong {
-			t.Fatalf("%s at a cap of 3: %v, want errTooLong", full, err)
+		if _, err := AppendJSONMax(nil, v, 3); err != ErrTooLong {
+			t.Fatalf("%s at a cap of 3: %v, want ErrTooLong", full, err)
 		}
 	}
 	// A value with no kind deep inside still names its path.
 	bad := structpb.NewListValue(&structpb.ListValue{Values: []*structpb.Value{structpb.NewNullValue(), {}}})
-	var ve *valueError
-	if _, err := appendJSONMax(nil, bad, 1<<20); !errors.As(err, &ve) || ve.path != ".list_value.values[1]" {
+	var ve *ValueError
+	if _, err := AppendJSONMax(nil, bad, 1<<20); !errors.As(err, &ve) || ve.Path != ".list_value.values[1]" {
 		t.Fatalf("no-kind error under a cap: %v", err)
 	}
 }

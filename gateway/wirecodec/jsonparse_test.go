@@ -1,4 +1,4 @@
-package server
+package wirecodec
 
 import (
 	"encoding/json"
@@ -23,7 +23,7 @@ func agree(t *testing.T, raw []byte) bool {
 	}
 	slow, ok := jsonValueSlow(raw)
 	if !ok {
-		t.Fatalf("parseValue read %q, which jsonValue's other readers refuse", raw)
+		t.Fatalf("parseValue read %q, which JSONValue's other readers refuse", raw)
 	}
 	if !proto.Equal(fast, slow) {
 		t.Fatalf("parseValue(%q) = %v, the other readers %v", raw, fast, slow)
@@ -56,7 +56,7 @@ func TestParseValue(t *testing.T) {
 		}
 	}
 	// Duplicate keys still come out as before: the last one wins.
-	v, ok := jsonValue([]byte(`{"a":1,"a":2}`))
+	v, ok := JSONValue([]byte(`{"a":1,"a":2}`))
 	if !ok || v.GetStructValue().GetFields()["a"].GetNumberValue() != 2 {
 		t.Fatalf("duplicate keys read as %v %v", v, ok)
 	}

@@ -1,4 +1,4 @@
-package server
+package wirecodec
 
 import (
 	"bytes"
@@ -17,54 +17,54 @@ import (
 
 var errNotJSON = errors.New("NaN and infinite numbers have no JSON form")
 
-// valueError says which part of a Value cannot be encoded. path is relative
-// to the Value appendJSON was called with, in protobuf field notation
+// ValueError says which part of a Value cannot be encoded. Path is relative
+// to the Value AppendJSON was called with, in protobuf field notation
 // (`.struct_value.fields["a"].list_value.values[2]`); it is built only on
 // the error path, as the error returns through the recursion.
-type valueError struct {
-	path   string
-	noKind bool // the Value has no kind set (nil, or a plain object sent by Node's proto-loader)
-	err    error
+type ValueError struct {
+	Path   string
+	NoKind bool // the Value has no kind set (nil, or a plain object sent by Node's proto-loader)
+	Err    error
 }
 
-func (e *valueError) Error() string {
-	if e.noKind {
-		return e.path + ": google.protobuf.Value has no kind set"
+func (e *ValueError) Error() string {
+	if e.NoKind {
+		return e.Path + ": google.protobuf.Value has no kind set"
 	}
-	return e.path + ": " + e.err.Error()
+	return e.Path + ": " + e.Err.Error()
 }
 
 // at prefixes err's path with seg.
 func at(seg string, err error) error {
-	var ve *valueError
+	var ve *ValueError
 	if errors.As(err, &ve) {
-		ve.path = seg + ve.path
+		ve.Path = seg + ve.Path
 		return ve
 	}
-	return &valueError{path: seg, err: err}
+	return &ValueError{Path: seg, Err: err}
 }
 
-// appendJSON appends the JSON text of v: what protojson produces for a Value,
+// AppendJSON appends the JSON text of v: what protojson produces for a Value,
 // without its per-call reflection, which dominated RunJob's own CPU time.
 // Object keys are sorted, so equal values encode equally. A Value with no
 // kind set (or a nil one inside a list or struct) is an error: it is what a
 // caller sends when it built the message wrongly (Node's proto-loader turns
 // a plain JS object into one), and taking it as null would run the job on
 // input the caller never meant.
-func appendJSON(b []byte, v *structpb.Value) ([]byte, error) {
-	return appendJSONMax(b, v, math.MaxInt)
+func AppendJSON(b []byte, v *structpb.Value) ([]byte, error) {
+	return AppendJSONMax(b, v, math.MaxInt)
 }
 
-// errTooLong is appendJSONMax's error for text longer than its max.
-var errTooLong = errors.New("JSON text too long")
+// ErrTooLong is AppendJSONMax's error for text longer than its max.
+var ErrTooLong = errors.New("JSON text too long")
 
-// appendJSONMax is appendJSON that gives up with errTooLong once the text
+// AppendJSONMax is AppendJSON that gives up with ErrTooLong once the text
 // passes max bytes (it may have gone past by one string's length by then):
 // a caller with a cap learns it before the whole text is made.
-func appendJSONMax(b []byte, v *structpb.Value, max int) ([]byte, error) {
+func AppendJSONMax(b []byte, v *structpb.Value, max int) ([]byte, error) {
 	switch k := v.GetKind().(type) {
 	case nil:
-		return nil, &valueError{noKind: true}
+		return nil, &ValueError{NoKind: true}
 	case *structpb.Value_NullValue:
 		return append(b, "null"...), nil
 	case *structpb.Value_BoolValue:
@@ -72,12 +72,12 @@ func appendJSONMax(b []byte, v *structpb.Value, max int) ([]byte, error) {
 	case *structpb.Value_NumberValue:
 		f := k.NumberValue
 		if math.IsNaN(f) || math.IsInf(f, 0) {
-			return nil, &valueError{err: errNotJSON}
+			return nil, &ValueError{Err: errNotJSON}
 		}
 		return appendNumber(b, f), nil
 	case *structpb.Value_StringValue:
 		if b = appendString(b, k.StringValue); len(b) > max {
-			return nil, errTooLong
+			return nil, ErrTooLong
 		}
 		return b, nil
 	case *structpb.Value_ListValue:
@@ -87,14 +87,14 @@ func appendJSONMax(b []byte, v *structpb.Value, max int) ([]byte, error) {
 				b = append(b, ',')
 			}
 			var err error
-			if b, err = appendJSONMax(b, e, max); err != nil {
-				if err == errTooLong {
+			if b, err = AppendJSONMax(b, e, max); err != nil {
+				if err == ErrTooLong {
 					return nil, err
 				}
 				return nil, at(".list_value.values["+strconv.Itoa(i)+"]", err)
 			}
 			if len(b) > max {
-				return nil, errTooLong
+				return nil, ErrTooLong
 			}
 		}
 		return append(b, ']'), nil
@@ -113,14 +113,14 @@ func appendJSONMax(b []byte, v *structpb.Value, max int) ([]byte, error) {
 			b = appendString(b, key)
 			b = append(b, ':')
 			var err error
-			if b, err = appendJSONMax(b, fields[key], max); err != nil {
-				if err == errTooLong {
+			if b, err = AppendJSONMax(b, fields[key], max); err != nil {
+				if err == ErrTooLong {
 					return nil, err
 				}
 				return nil, at(".struct_value.fields["+strconv.Quote(key)+"]", err)
 			}
 			if len(b) > max {
-				return nil, errTooLong
+				return nil, ErrTooLong
 			}
 		}
 		return append(b, '}'), nil
@@ -186,7 +186,7 @@ func appendEscape(b []byte, c byte) []byte {
 	return append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
 }
 
-// jsonValue converts JSON text from a runtime to a Value. ok is false when
+// JSONValue converts JSON text from a runtime to a Value. ok is false when
 // the text has no Value form — invalid UTF-8, a number beyond float64, not
 // JSON at all — and the caller then passes the text on raw (the raw_* fields
 // of the API), so that one odd event never ends a stream. Empty input is a
@@ -197,7 +197,7 @@ func appendEscape(b []byte, c byte) []byte {
 // being unusual (duplicate object keys) is read leniently with
 // encoding/json's rules: the last of duplicate keys wins, as in JavaScript,
 // Python and Go.
-func jsonValue(raw []byte) (v *structpb.Value, ok bool) {
+func JSONValue(raw []byte) (v *structpb.Value, ok bool) {
 	if len(raw) == 0 {
 		return nil, true
 	}
@@ -207,7 +207,7 @@ func jsonValue(raw []byte) (v *structpb.Value, ok bool) {
 	return jsonValueSlow(raw)
 }
 
-// jsonValueSlow is jsonValue without its fast path (parseValue).
+// jsonValueSlow is JSONValue without its fast path (parseValue).
 func jsonValueSlow(raw []byte) (v *structpb.Value, ok bool) {
 	v = &structpb.Value{}
 	if protojson.Unmarshal(raw, v) == nil {

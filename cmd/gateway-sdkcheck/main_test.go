@@ -58,6 +58,7 @@ func TestBrokenNoticesEachPromise(t *testing.T) {
 	}
 	for name, spoil := range map[string]func(*report){
 		"retry waited":         func(r *report) { r.retryEnded = call{took: 4900 * time.Millisecond, err: statusErr(4)} },
+		"replayed retry slow":  func(r *report) { r.retryEnded.took = 2 * time.Second },
 		"other input accepted": func(r *report) { r.otherInput = nil },
 		"stream hung":          func(r *report) { r.cutTerminal, r.cutEnd = "", 30*time.Second },
 		"duplicate event":      func(r *report) { r.cutEvents = []int{0, 1, 2, 2, 3} },

@@ -111,6 +111,9 @@ type Dialect struct {
 	// negotiated. See StreamFallback.
 	Stream StreamFallback
 
+	// ListScope is which jobs session.list_jobs lists. See ListScope.
+	ListScope ListScope
+
 	// ChunkFinalEmpty ends a streamed result with an extra empty chunk
 	// carrying more:false (every data chunk has more:true), and the
 	// job.result carries no summary. Otherwise the last data chunk carries
@@ -170,6 +173,19 @@ const (
 	ScopePrincipal
 )
 
+// ListScope is which jobs session.list_jobs lists.
+type ListScope int
+
+const (
+	// ListSession lists the session's own jobs. Reference.
+	ListSession ListScope = iota
+	// ListPrincipal lists the jobs of every session of the session's
+	// principal, in acceptance order across sessions (§6.6 allows it): a
+	// gateway whose callers share one upstream principal must filter the
+	// list per caller. Go, TS.
+	ListPrincipal
+)
+
 // StreamFallback is what the chunked agent does when result_chunk was not
 // negotiated.
 type StreamFallback int
@@ -204,6 +220,7 @@ var (
 		IdempotencyScope:       ScopePrincipal,
 		Stream:                 StreamAnyway,
 		ChunkFinalEmpty:        true,
+		ListScope:              ListPrincipal,
 	}
 
 	// DialectTSSDK behaves as the TypeScript SDK's runtime (package
@@ -218,6 +235,7 @@ var (
 		Trace:                   TraceEchoOrMint,
 		IdempotencyScope:        ScopePrincipal,
 		Stream:                  StreamRefuse,
+		ListScope:               ListPrincipal,
 	}
 )
 
@@ -254,6 +272,9 @@ func (d Dialect) Validate() error {
 	}
 	if d.IdempotencyScope < ScopeSession || d.IdempotencyScope > ScopePrincipal {
 		errs = append(errs, fmt.Errorf("unknown IdempotencyScope %d", d.IdempotencyScope))
+	}
+	if d.ListScope < ListSession || d.ListScope > ListPrincipal {
+		errs = append(errs, fmt.Errorf("unknown ListScope %d", d.ListScope))
 	}
 	if d.Stream < StreamInline || d.Stream > StreamAnyway {
 		errs = append(errs, fmt.Errorf("unknown Stream %d", d.Stream))

@@ -2,6 +2,7 @@ package arcpruntime
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -597,8 +598,8 @@ func (t *transport) listJobs(env *arcp.Envelope) {
 	}
 	out := arcp.Jobs{RequestID: env.ID, Jobs: []arcp.JobInfo{}}
 	var lastOrd uint64
-	for _, j := range s.jobList {
-		if j.ord <= after {
+	for _, j := range r.listableLocked(s) {
+		if j.ord <= after || j.retired {
 			continue
 		}
 		if len(statuses) > 0 && !slices.Contains(statuses, j.status) {
@@ -623,4 +624,21 @@ func (t *transport) listJobs(env *arcp.Envelope) {
 		lastOrd = j.ord
 	}
 	t.sendLocked(arcp.TypeJobs, "", out)
+}
+
+// listableLocked returns the jobs session.list_jobs of s may list, in
+// acceptance order: the session's own, or (Dialect.ListScope
+// ListPrincipal) those of every session of its principal.
+func (r *Runtime) listableLocked(s *session) []*job {
+	if r.opts.Dialect.ListScope != ListPrincipal {
+		return s.jobList
+	}
+	var all []*job
+	for _, o := range r.sessions {
+		if o.principal == s.principal {
+			all = append(all, o.jobList...)
+		}
+	}
+	slices.SortFunc(all, func(a, b *job) int { return cmp.Compare(a.ord, b.ord) })
+	return all
 }

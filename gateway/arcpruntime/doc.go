@@ -103,8 +103,9 @@
 //   - session.list_jobs (list_jobs negotiated, else INVALID_REQUEST) answers
 //     session.jobs{request_id, jobs[{job_id, agent, status, accepted_at,
 //     created_at, trace_id, lease, lease_constraints?, budget?,
-//     last_event_seq}], next_cursor} for the session's jobs in acceptance
-//     order (last_event_seq in the session's own numbering; no job has a
+//     last_event_seq}], next_cursor} for the session's jobs (with
+//     Dialect.ListScope ListPrincipal: every session's of its principal) in
+//     acceptance order, leaving out lost jobs that ended (last_event_seq in the session's own numbering; no job has a
 //     parent: there is no delegation); limit (default 100, max 1000), an
 //     opaque numeric cursor, and filter {status: string|[]string, agent,
 //     created_after (RFC 3339)}. Status is pending, running, success, error,
@@ -118,7 +119,10 @@
 //     with source event_seq > from_event_seq (§7.6), then its live
 //     envelopes, all re-stamped with this session's event_seq.
 //     job.unsubscribe stops it (no answer). Subscribing to one's own job
-//     answers job.subscribed and changes nothing.
+//     answers job.subscribed and changes nothing (but see
+//     LoseRunningJobsOnResume). An unknown job gets session.error
+//     {JOB_NOT_FOUND, request_id}, or with RejectJobError job.error
+//     {JOB_NOT_FOUND} on that job id.
 //   - Bad input never panics: undecodable envelopes, a wrong session_id and
 //     unknown or runtime-only message types get session.error
 //     {INVALID_REQUEST, request_id} and are counted. An invalid envelope
@@ -175,7 +179,10 @@
 //	  ... with retryable true                          HeartbeatLostRetryable   yes     -
 //	event_seq reordered within a window                ReorderWindow            2       -
 //	caught-up resume refused RESUME_WINDOW_EXPIRED     RefuseCaughtUpResume     -       yes
-//	jobs live at a drop never emit again               LoseRunningJobsOnResume  -       yes
+//	jobs live at a drop never emit again; one that     LoseRunningJobsOnResume  -       yes
+//	  ends is no longer listed or subscribable
+//	  (JOB_NOT_FOUND); a history subscribe to one's
+//	  own lost job replays its buffered envelopes
 //	session.close unknown (INVALID_REQUEST)            ByeOnly                  -       yes
 //	session.bye unknown (INVALID_REQUEST)              CloseOnly                yes     -
 //	trace ids echoed, minted or never sent             Trace                    mint    mint
@@ -184,6 +191,7 @@
 //	idempotency keys shared by a principal's sessions  IdempotencyScope         yes     yes
 //	chunked result without result_chunk negotiated     Stream                   stream  refuse
 //	streamed result ends with an empty chunk           ChunkFinalEmpty          yes     -
+//	list_jobs lists every session of the principal     ListScope                yes     yes
 //
 // The reference keeps one rule the dialects bend: requests are answered in
 // arrival order. A sequenced answer (RejectJobError, CancelledSeq) is

@@ -42,6 +42,7 @@ type job struct {
 	subs            map[*session]struct{} // other sessions subscribed to this job
 	lastSeq         uint64                // event_seq of the job's latest envelope in its own session
 	lost            bool                  // Dialect.LoseRunningJobsOnResume: emits nothing more
+	retired         bool                  // a lost job that ended: no longer listed or subscribable (TS)
 }
 
 func (j *job) agentName() string {
@@ -285,6 +286,10 @@ func (r *Runtime) finish(j *job, ctx context.Context, out agentOutcome, returned
 	}
 	j.terminal = true
 	j.sess.live--
+	// A lost job that ends leaves the runtime's job registry unseen, as
+	// the TS SDK's does (its handler fails on the dead transport): no
+	// longer listed, and job.subscribe answers JOB_NOT_FOUND.
+	j.retired = j.lost
 	r.emitLocked(j, typ, payload)
 	for b := range j.subs {
 		delete(b.subs, j)
@@ -351,7 +356,12 @@ func (t *transport) subscribe(env *arcp.Envelope) {
 		return
 	}
 	j := r.findJobLocked(s, p.JobID)
-	if j == nil {
+	if j == nil || j.retired {
+		if r.opts.Dialect.RejectAs == RejectJobError {
+			// TS: job.error{JOB_NOT_FOUND} on the job's id, sequenced.
+			t.jobErrorAnswerLocked(p.JobID, arcp.CodeJobNotFound, "no such job", nil)
+			return
+		}
 		t.sendErrorLocked(&arcp.Error{Code: arcp.CodeJobNotFound, Message: "no such job", RequestID: env.ID, JobID: p.JobID}, false)
 		return
 	}
@@ -368,6 +378,17 @@ func (t *transport) subscribe(env *arcp.Envelope) {
 	desc.Replayed = replay
 	t.sendLocked(arcp.TypeSubscribed, j.id, desc)
 	if j.sess == s {
+		if replayOwn := j.lost && p.History; replayOwn {
+			// TS: a resumed session subscribing to its own job that
+			// no longer streams gets the job's envelopes still
+			// buffered with seq > from_event_seq, re-stamped; the job
+			// stays lost.
+			for i := s.head; i < len(s.buf); i++ {
+				if e := s.buf[i]; e.jobID == j.id && e.seq > p.FromEventSeq && e.seq <= j.lastSeq {
+					r.appendExtLocked(s, e.typ, j.id, j.traceID, e.payload, j.ext)
+				}
+			}
+		}
 		return // its events reach this session anyway
 	}
 	if _, ok := j.subs[s]; ok {

@@ -409,18 +409,16 @@ func (s *service) ListJobs(ctx context.Context, req *sessiongatev1.ListJobsReque
 	if filter != (jobFilter{}) {
 		q.Filter, _ = json.Marshal(filter.arcp())
 	}
-	lctx, span := upstreamSpan(ctx, "session.list_jobs")
-	page, err := sess.Conn.ListJobs(lctx, q)
-	endSpan(span, err)
+	jobs, next, err := s.listCallerJobs(ctx, sess, q)
 	if err != nil {
 		return nil, s.err(err)
 	}
-	resp := &sessiongatev1.ListJobsResponse{Jobs: make([]*sessiongatev1.Job, 0, len(page.Jobs))}
-	for _, j := range page.Jobs {
+	resp := &sessiongatev1.ListJobsResponse{Jobs: make([]*sessiongatev1.Job, 0, len(jobs))}
+	for _, j := range jobs {
 		resp.Jobs = append(resp.Jobs, jobProto(j))
 	}
-	if page.NextCursor != "" {
-		resp.NextPageToken = sealPageToken(caller, req.GetSessionId(), req.GetFilter(), page.NextCursor)
+	if next != "" {
+		resp.NextPageToken = sealPageToken(caller, req.GetSessionId(), req.GetFilter(), next)
 	}
 	return resp, nil
 }
@@ -588,10 +586,11 @@ func subscriberCancelError(jobID string) error {
 }
 
 // callerHasJob reports whether a live session of caller on runtime knows
-// the job.
+// the job as one of its callers' (submitted, subscribed or adopted, also
+// after its result was collected: upstream.Conn.Knows).
 func (s *service) callerHasJob(caller, runtime, jobID string) bool {
 	for _, o := range s.table.List(caller) {
-		if o.Runtime == runtime && !o.Lost() && o.Conn.HasJob(jobID) {
+		if o.Runtime == runtime && !o.Lost() && o.Conn.Knows(jobID) {
 			return true
 		}
 	}

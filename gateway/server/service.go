@@ -406,7 +406,7 @@ func (s *service) runJob(ctx context.Context, req *sessiongatev1.RunJobRequest, 
 		return nil, err
 	}
 	defer release()
-	term, err := sess.Conn.Wait(ctx, acc.JobID)
+	term, err := s.waitJob(ctx, sess, acc.JobID) // caller_jobs.go
 	if err == nil {
 		s.liveJobs.Release(sess.Caller, 1)
 	} else {
@@ -416,7 +416,8 @@ func (s *service) runJob(ctx context.Context, req *sessiongatev1.RunJobRequest, 
 			// run on for nobody. Cancel it upstream before answering,
 			// bounded so that a stalled runtime cannot hold the answer.
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cancelTimeout)
-			if cerr := sess.Conn.Cancel(cctx, acc.JobID, "caller gave up"); cerr != nil {
+			var ended *upstream.JobEndedError
+			if cerr := sess.Conn.Cancel(cctx, acc.JobID, "caller gave up"); cerr != nil && !errors.As(cerr, &ended) {
 				s.log.Warn("cancel after caller gave up", "job_id", acc.JobID, "err", cerr)
 			}
 			cancel()
@@ -424,11 +425,11 @@ func (s *service) runJob(ctx context.Context, req *sessiongatev1.RunJobRequest, 
 		return nil, s.err(err)
 	}
 	if term.Error != nil {
-		sess.Conn.Forget(acc.JobID)
+		s.forgetRun(sess, req, acc.JobID)
 		return nil, jobErrorStatus(acc.JobID, term.Error)
 	}
 	if term.AssemblyErr != nil {
-		sess.Conn.Forget(acc.JobID)
+		s.forgetRun(sess, req, acc.JobID)
 		return nil, s.err(&assemblyError{jobID: acc.JobID, err: term.AssemblyErr})
 	}
 	resp := &sessiongatev1.RunJobResponse{JobId: acc.JobID}
@@ -437,7 +438,7 @@ func (s *service) runJob(ctx context.Context, req *sessiongatev1.RunJobRequest, 
 		resp.Summary = term.Result.Summary
 		if wire && term.Assembled == nil && len(term.Result.Result) > 0 && valueDepthOK(term.Result.Result) {
 			if b, ok := wirecodec.AppendRunJobWire(resp, term.Result.Result); ok {
-				sess.Conn.Forget(acc.JobID) // the result now lives in b only
+				s.forgetRun(sess, req, acc.JobID) // the result now lives in b only
 				return &wirecodec.RawMessage{Bytes: b}, nil
 			}
 		}
@@ -452,7 +453,7 @@ func (s *service) runJob(ctx context.Context, req *sessiongatev1.RunJobRequest, 
 			resp.Result, resp.RawResult = nil, slices.Clone(a.Data)
 		}
 	}
-	sess.Conn.Forget(acc.JobID) // the result now lives in resp only
+	s.forgetRun(sess, req, acc.JobID) // the result now lives in resp only
 	return resp, nil
 }
 
@@ -619,7 +620,7 @@ func watchItem(item upstream.Item) *sessiongatev1.WatchJobResponse {
 		msg.Item = &sessiongatev1.WatchJobResponse_Result{Result: res}
 	case item.Error != nil:
 		je := &sessiongatev1.JobError{
-			FinalStatus: item.Error.FinalStatus, Code: arcp.NormalizeCode(item.Error.Code),
+			FinalStatus: item.Error.FinalStatus, Code: itemCode(item.Error.Code), // caller_jobs.go
 			Message: item.Error.Message, Retryable: item.Error.Retryable,
 		}
 		je.Details, je.RawDetails = valueOrRaw(item.Error.Details)

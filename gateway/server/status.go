@@ -121,6 +121,9 @@ func gatewayStatus(c codes.Code, reason, msg string, md map[string]string) error
 
 // jobErrorStatus maps a job's terminal error (see jobCode).
 func jobErrorStatus(jobID string, e *arcp.JobError) error {
+	if e.Code == upstream.CodeJobLost {
+		return jobLostStatus(jobID, e) // caller_jobs.go
+	}
 	return arcpStatusCode(jobCode(e.Code), e.Code, fmt.Sprintf("job %s ended %s: %s: %s", jobID, e.FinalStatus, arcp.NormalizeCode(e.Code), e.Message),
 		e.Retryable, map[string]string{"job_id": jobID, "final_status": e.FinalStatus})
 }
@@ -240,6 +243,8 @@ func toStatus(log *slog.Logger, err error) error {
 		return arcpStatusCode(c, arcpErr.Code, "runtime rejected the request: "+arcp.NormalizeCode(arcpErr.Code)+": "+runtimeText(arcpErr.Message), arcpErr.Retryable, nil)
 	case errors.As(err, &jobErr):
 		return arcpStatusCode(jobCode(jobErr.Code), jobErr.Code, "job ended "+jobErr.FinalStatus+": "+arcp.NormalizeCode(jobErr.Code)+": "+jobErr.Message, jobErr.Retryable, nil)
+	case errors.As(err, new(*upstream.JobEndedError)), errors.As(err, new(*upstream.BeyondEndError)):
+		return jobEdgeStatus(err) // caller_jobs.go
 	case errors.Is(err, upstream.ErrUnknownJob):
 		return gatewayStatus(codes.NotFound, "JOB_NOT_FOUND", "job not found in this session (unknown, or its events are no longer retained)", nil)
 	case errors.Is(err, upstream.ErrOutcomeUnknown):

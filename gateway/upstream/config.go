@@ -110,6 +110,7 @@ type knobs struct {
 	noAutoKeys     bool          // do not give keyless submits a key of the gateway's
 	reorderWindow  int           // sequenced frames held to restore event_seq order
 	reorderHold    time.Duration // longest a hole in event_seq may stay open
+	reattachProbe  time.Duration // first re-attach probe after a resume, and its first period
 }
 
 // DefaultFeatures are requested when Config.Features is nil.
@@ -198,6 +199,7 @@ func (c Config) withDefaults() Config {
 		k.reorderWindow = 64
 	}
 	setDur(&k.reorderHold, time.Second)
+	setDur(&k.reattachProbe, time.Second)
 	if k.housekeeping == 0 {
 		ttl := tombstone.TTLWithSlack(c.RequestTimeout, c.InitTimeout, c.BackoffMax, 0, k.tombstoneSlack)
 		k.housekeeping = min(max(ttl/16, 5*time.Millisecond), time.Second)

@@ -121,6 +121,15 @@ type Conn struct {
 	closeReason  string        // reason sent with session.close / session.bye
 	flushCh      chan struct{} // closed when the writer finds nothing left to send
 	hbLost       []heartbeatLoss
+	reat         *correlate.Reattach // which live jobs the runtime stopped streaming after a resume (reattach.go)
+	reatReqs     map[string]reatReq  // connection-owned probes and re-attachments in flight, by envelope id
+	probeLive    map[string]bool     // jobs the probe in progress found live
+	probePages   int                 // pages the probe in progress has asked for
+	probeN       uint64              // the number of the probe in progress
+	foreignRetry []string            // other sessions' jobs to attach again after the resume
+	known        map[string]struct{} // the callers' jobs, also forgotten ones (Knows; bounded)
+	knownOrder   []string            // known, oldest first
+	adoptL       *adoptList          // this generation's listing for AdoptJob (taken-over sessions)
 }
 
 type featureSet struct{ heartbeat, ack, listJobs, subscribe bool }
@@ -191,7 +200,10 @@ func newConn(cfg Config) *Conn {
 		live:       make(map[*job]struct{}),
 		subs:       make(map[correlate.ID]*request),
 		budgetCap:  -1,
+		reatReqs:   make(map[string]reatReq),
+		probeLive:  make(map[string]bool),
 	}
+	c.reat = correlate.NewReattach(correlate.ReattachConfig{ProbeAfter: cfg.knobs.reattachProbe})
 	c.defaultTTL = cfg.tombstoneTTL(0)
 	if c.cfg.Traits == nil {
 		c.cfg.Traits = &Traits{}

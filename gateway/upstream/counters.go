@@ -19,6 +19,10 @@ type Counters struct {
 	UnreadableAnswers  atomic.Uint64 // unreadable answers while submits waited (each drops and reconciles the transport)
 	UnreadableFailures atomic.Uint64 // submits failed because the runtime answered them with unreadable frames MaxUnreadable times
 	EchoLost           atomic.Uint64 // accepts without a trace id from a runtime that had been echoing them
+	Reattached         atomic.Uint64 // live jobs the runtime stopped streaming after a resume, re-attached with job.subscribe
+	JobsLost           atomic.Uint64 // jobs ended with CodeJobLost: not streamed after a resume (or another session's) and not re-attachable
+	ForeignReplays     atomic.Uint64 // idempotent replays of jobs another session created, attached here with job.subscribe
+	AdoptListings      atomic.Uint64 // list_jobs listings made to adopt a taken-over session's jobs (one per generation at most)
 
 	// Frames.
 	MalformedFrames    atomic.Uint64 // undecodable envelopes, wrong session_id, undecodable payloads

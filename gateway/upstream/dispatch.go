@@ -84,6 +84,9 @@ func (c *Conn) applyLocked(t *transport) {
 		switch a.Kind {
 		case correlate.Deliver:
 			c.deliverLocked(a.ID, a.Job)
+			if j := c.jobs[a.Job]; a.Foreign && j != nil && j.term == nil && !j.foreign {
+				c.attachForeignLocked(j)
+			}
 		case correlate.Fail:
 			r := c.subs[a.ID]
 			if r == nil {
@@ -218,6 +221,10 @@ func (c *Conn) deliverLocked(id correlate.ID, jobID string) {
 		c.jobs[jobID].awaited = true
 	}
 	r.acc = acc
+	if j := c.jobs[jobID]; j != nil && j.handedAt.IsZero() {
+		j.handedAt = time.Now()
+	}
+	c.rememberJobLocked(jobID)
 	c.finishRequestLocked(r, nil)
 }
 
@@ -328,6 +335,13 @@ func (c *Conn) onSessionErrorLocked(t *transport, env *arcp.Envelope) {
 		return
 	}
 	if c.core.Rejected(e.RequestID, &e, now) {
+		return
+	}
+	if c.onReattachAnswerLocked(t, e.RequestID, true) {
+		return
+	}
+	if rr, ok := c.reatReqs[e.RequestID]; ok && rr.job == "" {
+		delete(c.reatReqs, e.RequestID) // a refused probe: Reattach asks again after its timeout
 		return
 	}
 	r := c.pending[e.RequestID]
@@ -448,7 +462,7 @@ func (c *Conn) deliverSeqLocked(env *arcp.Envelope, size int, now time.Time) {
 		// Held until reconciliation tells whose it is.
 		j = c.addJobLocked(env.JobID)
 		j.held = true
-	} else if it.Error != nil && j.term == nil && c.core.ExistingJobError(it.Error.Code, jobErrorAsError(it.Error), time.Now()) {
+	} else if it.Error != nil && c.core.ExistingJobError(it.Error.Code, jobErrorAsError(it.Error), time.Now()) {
 		// The TS SDK's DUPLICATE_KEY rejection, sent on the existing
 		// job's id: it answers the waiting submit, not this job.
 		return
@@ -459,6 +473,8 @@ known:
 		c.ctr.ProtocolViolations.Add(1)
 		return
 	}
+	c.reat.Frame(j.id, it.Seq)
+	c.jobNotFoundWhileAttachingLocked(j, &it)
 	if it.Event != nil && it.Event.Kind == "result_chunk" {
 		j.chunks.add(it.Event.Body, c.cfg.MaxResultBytes)
 	}
@@ -522,6 +538,9 @@ func (c *Conn) onJobsLocked(t *transport, env *arcp.Envelope) {
 	if c.core.ListAnswered(p.RequestID, listed, time.Now()) {
 		return
 	}
+	if c.onProbeAnswerLocked(t, p.RequestID, p) {
+		return
+	}
 	r := c.pending[p.RequestID]
 	if r == nil || r.kind != kindListJobs {
 		c.tombs.Take(p.RequestID, time.Now())
@@ -548,6 +567,9 @@ func (c *Conn) onSubscribedLocked(t *transport, env *arcp.Envelope) {
 		id = env.JobID
 	}
 	j := c.jobs[id]
+	if (j == nil || j.subReq == nil) && c.subscribedAnswerLocked(t, id) {
+		return
+	}
 	if j == nil || j.subReq == nil || j.subReq.state != stateSent {
 		c.ctr.LateAnswers.Add(1)
 		return

@@ -137,6 +137,23 @@
 // Cancels a caller could not wait for are the connection's until job.cancelled
 // or the job's end confirms them, and are re-sent after every resume.
 //
+// # Jobs a runtime stops streaming, and other sessions' jobs
+//
+// After every resume the connection checks that the runtime goes on
+// streaming each live job (correlate.Reattach; reattach.go): it asks
+// session.list_jobs for the live jobs a second after the resume and then at
+// a doubling period; a job listed live is confirmed by its next frame; a job
+// the runtime no longer lists is re-attached with job.subscribe{history,
+// from_event_seq: its last delivered seq}, and one that cannot be
+// re-attached ends with a terminal job.error{CodeJobLost} naming it. An
+// idempotent replay of a job another session created (the runtime shares
+// keys per principal) is attached the same way, from seq 0, as soon as it
+// is handed over (OwnedElsewhere). Probes and re-attachments are the
+// connection's own control frames: they are not re-sent after a drop
+// (Reattach asks again), except an unanswered attachment of another
+// session's job. Knows remembers the callers' jobs (the newest 10,000) so
+// that the gateway can filter a principal-wide list per caller.
+//
 // # Tombstones
 //
 // Tombstones live in a gateway/tombstone Store per connection, keyed by

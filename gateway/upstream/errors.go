@@ -115,3 +115,26 @@ var (
 	errDetach           = errors.New("upstream: detach requested")
 	errReconcile        = errors.New("upstream: reconciliation needs a new transport")
 )
+
+// JobEndedError: Cancel of a job whose terminal had already arrived; nothing
+// was sent.
+type JobEndedError struct {
+	JobID       string
+	FinalStatus string // success, error, cancelled, timed_out
+	Seq         uint64 // the terminal's event_seq
+}
+
+func (e *JobEndedError) Error() string {
+	return fmt.Sprintf("upstream: job %s already ended (%s)", e.JobID, e.FinalStatus)
+}
+
+// BeyondEndError: Watch from an event_seq past the terminal of a job that
+// has ended: no item has a seq above it.
+type BeyondEndError struct {
+	JobID   string
+	LastSeq uint64 // the terminal's event_seq
+}
+
+func (e *BeyondEndError) Error() string {
+	return fmt.Sprintf("upstream: job %s ended at event_seq %d", e.JobID, e.LastSeq)
+}

@@ -20,6 +20,7 @@ type Knobs struct {
 	AckBatch       uint64
 	NoTraceIDs     bool
 	NoAutoKeys     bool
+	ReattachProbe  time.Duration
 }
 
 func SetKnobs(cfg *Config, k Knobs) {
@@ -31,6 +32,7 @@ func SetKnobs(cfg *Config, k Knobs) {
 		ackBatch:       k.AckBatch,
 		noTraceIDs:     k.NoTraceIDs,
 		noAutoKeys:     k.NoAutoKeys,
+		reattachProbe:  k.ReattachProbe,
 	}
 }
 

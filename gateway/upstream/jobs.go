@@ -48,6 +48,19 @@ type Item struct {
 
 func (it *Item) terminal() bool { return it.Result != nil || it.Error != nil }
 
+// finalStatus is a terminal item's final status.
+func (it *Item) finalStatus() string {
+	switch {
+	case it.Error != nil && it.Error.FinalStatus != "":
+		return it.Error.FinalStatus
+	case it.Error != nil:
+		return arcp.StatusError
+	case it.Result != nil && it.Result.FinalStatus != "":
+		return it.Result.FinalStatus
+	}
+	return arcp.StatusSuccess
+}
+
 // itemOverhead is what an item costs besides its payload, for the byte cap.
 const itemOverhead = 64
 
@@ -74,8 +87,11 @@ type job struct {
 	watchers   []*Watcher
 	cancelReqs []*request
 	subReq     *request
-	held       bool // seen during reconciliation, not yet claimed by a caller
-	subscribed bool // attached by job.subscribe: observed, not ours to cancel
+	held       bool      // seen during reconciliation, not yet claimed by a caller
+	subscribed bool      // attached by job.subscribe: observed, not ours to cancel
+	foreign    bool      // handed over by an idempotent replay of another session's job (reattach.go)
+	lastSeq    uint64    // event_seq of its latest item
+	handedAt   time.Time // when a caller of this connection first got it (DeliveredAt)
 	chunks     chunkAssembler
 	doneCh     chan struct{} // JobDone, created on demand
 	evicted    bool          // the terminal was trimmed under the caps: Wait says ErrResultEvicted
@@ -197,6 +213,7 @@ func (c *Conn) removeJobLocked(j *job) {
 	delete(c.jobs, j.id)
 	c.finished.dropLast(j)
 	c.core.Forget(j.id)
+	c.reat.Forget(j.id)
 	j.closeDoneLocked()
 	// The record may stay referenced (the finished queue, a watcher)
 	// until its retention ends: keep the terminal's outline, not its
@@ -263,6 +280,7 @@ func (c *Conn) trimLocked(j *job, n int) {
 
 // appendLocked adds it to j's log and applies the caps.
 func (c *Conn) appendLocked(j *job, it Item, size int, now time.Time) {
+	j.lastSeq = max(j.lastSeq, it.Seq)
 	j.items = append(j.items, it)
 	j.cum = append(j.cum, j.cumBase+j.bytes+int64(size))
 	j.bytes += int64(size)
@@ -277,6 +295,7 @@ func (c *Conn) appendLocked(j *job, it Item, size int, now time.Time) {
 		c.active.Store(int64(c.liveJobs))
 		c.finished.push(j)
 		c.resolveCancelsLocked(j)
+		c.reat.Forget(j.id)
 	}
 	j.notifyLocked()
 	if it.terminal() {
@@ -603,7 +622,9 @@ type Watcher struct {
 func (w *Watcher) active() bool { return !w.closed && !w.eof && w.err == nil }
 
 // Watch returns a Watcher of the job's items with seq > fromSeq: retained
-// history first, then live items. ErrUnknownJob if the job is unknown (or
+// history first, then live items. Of a job that has ended, from the
+// terminal's seq it returns the terminal alone, and past it a
+// *BeyondEndError naming the terminal's seq. ErrUnknownJob if the job is unknown (or
 // was forgotten JobRetention after it ended); ErrSlowConsumer if items after
 // fromSeq were already dropped by the session's buffer caps.
 func (c *Conn) Watch(jobID string, fromSeq uint64) (*Watcher, error) {
@@ -615,6 +636,15 @@ func (c *Conn) Watch(jobID string, fromSeq uint64) (*Watcher, error) {
 	}
 	if fromSeq < j.trimmedSeq {
 		return nil, ErrSlowConsumer
+	}
+	if j.term != nil && fromSeq > j.term.Seq {
+		// Past the job's last event: nothing will ever come.
+		return nil, &BeyondEndError{JobID: jobID, LastSeq: j.term.Seq}
+	}
+	if j.term != nil && fromSeq == j.term.Seq && j.term.Seq > 0 {
+		// From the terminal itself: the stream is the terminal again,
+		// so that a watch always ends with one.
+		fromSeq--
 	}
 	w := &Watcher{c: c, j: j, after: fromSeq}
 	w.pos = j.base + sort.Search(len(j.items), func(i int) bool { return j.items[i].Seq > fromSeq })
@@ -653,8 +683,16 @@ func (w *Watcher) Next(ctx context.Context) (Item, error) {
 			if it.Seq <= w.after {
 				// Appended after Watch but at or below its cursor (a
 				// replay arriving after a takeover's Watch, say): the
-				// caller has it already.
-				continue
+				// caller has it already. A terminal still ends the
+				// stream with an answer: the terminal itself when the
+				// cursor was its seq, else the cursor was past the end.
+				if !it.terminal() {
+					continue
+				}
+				if it.Seq < w.after {
+					w.err = &BeyondEndError{JobID: j.id, LastSeq: it.Seq}
+					return Item{}, w.err
+				}
 			}
 			return it, nil
 		case j.removed:
@@ -689,6 +727,7 @@ func (w *Watcher) Close() {
 // connection did not submit. Its history before the takeover is not here:
 // a Watch from before it gets ErrSlowConsumer, a definite error.
 func (c *Conn) adoptJobLocked(id string) *job {
+	c.rememberJobLocked(id)
 	j := c.addJobLocked(id)
 	j.trimmedSeq = c.adoptFrom
 	return j
@@ -696,10 +735,16 @@ func (c *Conn) adoptJobLocked(id string) *job {
 
 // AdoptJob makes a job of a taken-over session watchable before any of its
 // events has arrived here (a caller watching from its cursor after the
-// takeover). The runtime's list_jobs answer must name the job, when
-// list_jobs is negotiated; a job that already ended before the takeover
-// cannot be served from here (ErrSlowConsumer). ErrUnknownJob for a session
-// that was not taken over.
+// takeover). Only a job the runtime lists is registered: the connection
+// lists the session's jobs once per generation (session.list_jobs, at most
+// maxAdoptPages pages) and answers every AdoptJob of that generation from
+// the listing, so an unknown id costs no request of its own. A job the
+// listing does not name is ErrUnknownJob; one that already ended before the
+// takeover cannot be served from here (ErrSlowConsumer). Without list_jobs
+// nothing is registered ahead of the runtime: ErrUnknownJob until the job's
+// first frame arrives (it is adopted then). Adopted jobs count against
+// MaxLiveJobs (*CapError). ErrUnknownJob for a session that was not taken
+// over.
 func (c *Conn) AdoptJob(ctx context.Context, jobID string) error {
 	c.mu.Lock()
 	if _, ok := c.jobs[jobID]; ok {
@@ -708,39 +753,90 @@ func (c *Conn) AdoptJob(ctx context.Context, jobID string) error {
 	}
 	adopt := c.adopt
 	c.mu.Unlock()
-	if !adopt || jobID == "" {
+	if !adopt || jobID == "" || !c.feat.listJobs {
 		return ErrUnknownJob
 	}
-	if c.feat.listJobs {
-		found := false
+	l, err := c.adoptListing(ctx)
+	if err != nil {
+		return err
+	}
+	st, ok := l.status[jobID]
+	if !ok {
+		return ErrUnknownJob
+	}
+	switch st {
+	case arcp.StatusSuccess, arcp.StatusError, arcp.StatusCancelled, arcp.StatusTimedOut:
+		return ErrSlowConsumer
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.jobs[jobID]; ok || c.ended {
+		return nil
+	}
+	if c.liveJobs+c.inflight >= c.cfg.MaxLiveJobs {
+		return &CapError{Cap: "live_jobs", Limit: int64(c.cfg.MaxLiveJobs)}
+	}
+	c.adoptJobLocked(jobID)
+	return nil
+}
+
+// maxAdoptPages bounds the pages of one adoption listing.
+const maxAdoptPages = 100
+
+// adoptList is one generation's listing of a taken-over session's jobs.
+type adoptList struct {
+	gen    uint64
+	done   chan struct{} // closed when fetched
+	status map[string]string
+	err    error
+}
+
+// adoptListing returns the current generation's listing, fetching it once:
+// concurrent callers wait for the one fetch (bounded by their contexts).
+func (c *Conn) adoptListing(ctx context.Context) (*adoptList, error) {
+	gen := c.gen.Load()
+	c.mu.Lock()
+	l := c.adoptL
+	fetch := l == nil || l.gen != gen || l.err != nil && isDone(l.done)
+	if fetch {
+		l = &adoptList{gen: gen, done: make(chan struct{}), status: make(map[string]string)}
+		c.adoptL = l
+		c.ctr.AdoptListings.Add(1)
+	}
+	c.mu.Unlock()
+	if fetch {
 		cursor := ""
-		for page := 0; page < 100 && !found; page++ {
+		for page := 0; page < maxAdoptPages; page++ {
 			jobs, err := c.ListJobs(ctx, arcp.ListJobs{Limit: 1000, Cursor: cursor})
 			if err != nil {
-				return err
+				l.err = err
+				break
 			}
 			for _, j := range jobs.Jobs {
-				if j.JobID != jobID {
-					continue
-				}
-				found = true
-				switch j.Status {
-				case arcp.StatusSuccess, arcp.StatusError, arcp.StatusCancelled, arcp.StatusTimedOut:
-					return ErrSlowConsumer
-				}
+				l.status[j.JobID] = j.Status
 			}
 			if cursor = jobs.NextCursor; cursor == "" {
 				break
 			}
 		}
-		if !found {
-			return ErrUnknownJob
-		}
+		close(l.done)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.jobs[jobID]; !ok && !c.ended {
-		c.adoptJobLocked(jobID)
+	select {
+	case <-l.done:
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
 	}
-	return nil
+	if l.err != nil {
+		return nil, l.err
+	}
+	return l, nil
+}
+
+func isDone(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }

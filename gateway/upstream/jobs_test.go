@@ -73,8 +73,10 @@ func TestCancelJob(t *testing.T) {
 	if c.ActiveJobs() != 0 {
 		t.Fatalf("ActiveJobs = %d", c.ActiveJobs())
 	}
-	if err := c.Cancel(ctx, acc.JobID, "again"); err != nil {
-		t.Fatalf("Cancel of a finished job = %v", err)
+	// A finished job: nothing is sent, and the answer says so.
+	var ended *upstream.JobEndedError
+	if err := c.Cancel(ctx, acc.JobID, "again"); !errors.As(err, &ended) || ended.FinalStatus != arcp.StatusCancelled || ended.JobID != acc.JobID {
+		t.Fatalf("Cancel of a finished job = %v, want a JobEndedError (cancelled)", err)
 	}
 	if err := c.Cancel(ctx, "no-such-job", ""); !errors.Is(err, upstream.ErrUnknownJob) {
 		t.Fatalf("Cancel unknown = %v", err)
@@ -154,9 +156,17 @@ func TestWatchersShareTheLog(t *testing.T) {
 				want++
 			}
 		}
-		if len(items) != want || (want > 0 && items[0].Seq <= from) {
+		if from == term.Seq {
+			want = 1 // from the terminal's own seq: the terminal again, so a watch always ends with one
+		}
+		if len(items) != want || (want > 0 && items[0].Seq <= from && from != term.Seq) {
 			t.Fatalf("watch from %d: %d items, want %d", from, len(items), want)
 		}
+	}
+	// Past the end: a definite error naming the last seq, not an empty stream.
+	var beyond *upstream.BeyondEndError
+	if _, err := c.Watch(acc.JobID, term.Seq+1); !errors.As(err, &beyond) || beyond.LastSeq != term.Seq {
+		t.Fatalf("watch past the end = %v, want a BeyondEndError at %d", err, term.Seq)
 	}
 }
 

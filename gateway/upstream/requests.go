@@ -465,6 +465,7 @@ func (c *Conn) SubscribeJob(ctx context.Context, sub arcp.Subscribe) (arcp.Subsc
 	}
 	// Register the job now: its events may follow job.subscribed at once.
 	j := c.addJobLocked(jobID)
+	c.rememberJobLocked(jobID)
 	j.subReq = r
 	j.subscribed = true
 	r.job = j
@@ -503,7 +504,8 @@ var errAlreadyKnown = errors.New("upstream: job already known")
 
 // Cancel sends job.cancel and returns once job.cancelled or the job's
 // terminal arrives, or ctx ends (when ctx has no deadline, RequestTimeout
-// bounds the wait). It returns nil at once for a job that already ended. A
+// bounds the wait). For a job whose terminal had arrived before the call it
+// sends nothing and returns a *JobEndedError with the final status. A
 // cancel in flight when the transport drops is sent again after resume.
 func (c *Conn) Cancel(ctx context.Context, jobID, reason string) error {
 	ctx, cancel := c.withDefaultTimeout(ctx)
@@ -518,7 +520,10 @@ func (c *Conn) Cancel(ctx context.Context, jobID, reason string) error {
 	if j == nil {
 		return ErrUnknownJob
 	}
-	if j.term != nil || j.cancelled {
+	if j.term != nil {
+		return &JobEndedError{JobID: jobID, FinalStatus: j.term.finalStatus(), Seq: j.term.Seq}
+	}
+	if j.cancelled {
 		return nil
 	}
 	r.job = j

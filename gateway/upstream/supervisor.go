@@ -170,6 +170,8 @@ func (c *Conn) housekeep(t *transport, now time.Time) (idle bool) {
 	// reconciliation barrier, expired trace tombstones.
 	c.core.Tick(now)
 	c.applyLocked(t)
+	c.reat.Tick(now)
+	c.applyReattachLocked(c.tr)
 	if c.tr == t && c.seqr.Expired(now) {
 		// A hole in event_seq that stayed open: resume from the last
 		// delivered seq.
@@ -223,6 +225,7 @@ func (c *Conn) teardown(t *transport, cause error) (fatal error) {
 	// resume replays everything after the last delivered seq.
 	c.core.Dropped()
 	c.seqr.Reset()
+	c.reattachDroppedLocked()
 	for _, r := range c.subs {
 		if r.state == stateSent {
 			r.state = stateWritten
@@ -396,6 +399,7 @@ func (c *Conn) reconnect(cause error) *transport {
 			// the cancels the connection still owns.
 			c.core.Resumed(arcp.NewID(), time.Now())
 			c.applyLocked(t)
+			c.reattachResumedLocked(t, time.Now())
 			c.mu.Unlock()
 			c.moveTo(StateReady)
 			c.ctr.Resumes.Add(1)

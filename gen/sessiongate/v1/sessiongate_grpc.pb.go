@@ -55,14 +55,21 @@ type SessionGatewayClient interface {
 	// RunJob submits a job and waits for its terminal result. On timeout or
 	// caller cancellation the job is cancelled upstream.
 	RunJob(ctx context.Context, in *RunJobRequest, opts ...grpc.CallOption) (*RunJobResponse, error)
-	// CancelJob asks the runtime to cancel a job.
+	// CancelJob asks the runtime to cancel a job. A job that had already
+	// ended is FAILED_PRECONDITION with ErrorInfo reason JOB_ALREADY_ENDED and
+	// its final_status: nothing was cancelled.
 	CancelJob(ctx context.Context, in *CancelJobRequest, opts ...grpc.CallOption) (*CancelJobResponse, error)
 	// WatchJob streams a job's events in event_seq order, ending with its
-	// terminal result or error.
+	// terminal result or error. From a finished job's terminal event_seq the
+	// stream is the terminal alone; past it, OUT_OF_RANGE with ErrorInfo
+	// reason EVENT_SEQ_OUT_OF_RANGE naming the last event_seq.
 	WatchJob(ctx context.Context, in *WatchJobRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchJobResponse], error)
-	// ListJobs lists the jobs the session's runtime reports for the session
-	// (ARCP session.list_jobs, §6.6), a page at a time (AIP-132, AIP-158,
-	// AIP-160). Needs the list_jobs feature (FAILED_PRECONDITION otherwise).
+	// ListJobs lists the caller's jobs that the session's runtime reports
+	// (ARCP session.list_jobs, §6.6): only jobs submitted, subscribed to or
+	// adopted through the caller's sessions, whatever the runtime's scope. A
+	// page at a time (AIP-132, AIP-158, AIP-160): a page may hold fewer than
+	// page_size jobs while next_page_token is set. Needs the list_jobs
+	// feature (FAILED_PRECONDITION otherwise).
 	ListJobs(ctx context.Context, in *ListJobsRequest, opts ...grpc.CallOption) (*ListJobsResponse, error)
 	// SubscribeJob attaches the session to a job submitted through another
 	// session of the same caller (ARCP job.subscribe, §7.6-7.7), optionally
@@ -210,14 +217,21 @@ type SessionGatewayServer interface {
 	// RunJob submits a job and waits for its terminal result. On timeout or
 	// caller cancellation the job is cancelled upstream.
 	RunJob(context.Context, *RunJobRequest) (*RunJobResponse, error)
-	// CancelJob asks the runtime to cancel a job.
+	// CancelJob asks the runtime to cancel a job. A job that had already
+	// ended is FAILED_PRECONDITION with ErrorInfo reason JOB_ALREADY_ENDED and
+	// its final_status: nothing was cancelled.
 	CancelJob(context.Context, *CancelJobRequest) (*CancelJobResponse, error)
 	// WatchJob streams a job's events in event_seq order, ending with its
-	// terminal result or error.
+	// terminal result or error. From a finished job's terminal event_seq the
+	// stream is the terminal alone; past it, OUT_OF_RANGE with ErrorInfo
+	// reason EVENT_SEQ_OUT_OF_RANGE naming the last event_seq.
 	WatchJob(*WatchJobRequest, grpc.ServerStreamingServer[WatchJobResponse]) error
-	// ListJobs lists the jobs the session's runtime reports for the session
-	// (ARCP session.list_jobs, §6.6), a page at a time (AIP-132, AIP-158,
-	// AIP-160). Needs the list_jobs feature (FAILED_PRECONDITION otherwise).
+	// ListJobs lists the caller's jobs that the session's runtime reports
+	// (ARCP session.list_jobs, §6.6): only jobs submitted, subscribed to or
+	// adopted through the caller's sessions, whatever the runtime's scope. A
+	// page at a time (AIP-132, AIP-158, AIP-160): a page may hold fewer than
+	// page_size jobs while next_page_token is set. Needs the list_jobs
+	// feature (FAILED_PRECONDITION otherwise).
 	ListJobs(context.Context, *ListJobsRequest) (*ListJobsResponse, error)
 	// SubscribeJob attaches the session to a job submitted through another
 	// session of the same caller (ARCP job.subscribe, §7.6-7.7), optionally

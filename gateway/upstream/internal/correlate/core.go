@@ -48,6 +48,11 @@ type Action struct {
 	Job  string
 	Req  string
 	Err  error
+	// Foreign (Deliver only): the job is an idempotent replay of a job
+	// another session created. Its events go to that session: the
+	// connection must attach it here (job.subscribe with history) or end
+	// it with a definite error.
+	Foreign bool
 }
 
 // Errors the core fails callers with.
@@ -112,6 +117,7 @@ type Counters struct {
 	UnreadableFailures uint64 // submits failed after MaxUnreadable unreadable answers
 	StrayRejections    uint64 // positional rejections the head's own accept proved were not its answer
 	EchoLost           uint64 // accepts without a trace id from a runtime that echoed them
+	ForeignReplays     uint64 // accepts replaying a job another session created (Deliver with Foreign)
 }
 
 type where uint8
@@ -566,6 +572,12 @@ func (c *Core) Accepted(job, trace string, now time.Time) {
 			c.emit(Action{Kind: Drop, Err: ErrEchoLost})
 			return
 		}
+	}
+	if next := c.firstUnrejected(); next != nil && c.replayOfUnseen(trace, next) {
+		// The submit an in-order runtime answers next (a head whose
+		// positional rejection waits for its barrier was answered).
+		c.bindReplay(next, job)
+		return
 	}
 	if trace != "" && c.echo == 1 && !head.callerKey && trace != head.trace && c.cfg.brokenRule != "no-stale-check" {
 		// The runtime copies trace ids, this one names nothing waiting,
@@ -1123,4 +1135,28 @@ func (c *Core) HeadTombstone() (time.Time, bool) {
 		return h.tombExp, true
 	}
 	return time.Time{}, false
+}
+
+// replayOfUnseen reports whether an accept of a job this connection does not
+// know, carrying trace, is an idempotent replay of a job another session
+// created: the head's key is the caller's own (namespaced per caller, so
+// every session of the caller shares it), and the accept carries a trace
+// id that is not the head's while the runtime is not known to ignore trace
+// ids. A replay carries the original submit's trace id (§7.2: the same
+// job.accepted payload); a runtime that copies trace ids answers a new job
+// with the head's.
+func (c *Core) replayOfUnseen(trace string, head *entry) bool {
+	return trace != "" && head.trace != "" && trace != head.trace && head.callerKey && c.echo != -1 && c.cfg.brokenRule != "no-foreign"
+}
+
+// bindReplay binds job to e as bind does and marks the delivery Foreign.
+func (c *Core) bindReplay(e *entry, job string) {
+	c.ctr.ForeignReplays++
+	n := len(c.out)
+	c.bind(e, job)
+	for i := n; i < len(c.out); i++ {
+		if c.out[i].Kind == Deliver && c.out[i].Job == job {
+			c.out[i].Foreign = true
+		}
+	}
 }

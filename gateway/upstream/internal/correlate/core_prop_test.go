@@ -47,6 +47,7 @@ type dialect struct {
 	knownEcho   bool // the core starts knowing the runtime echoes (learned on another session)
 	callerKeys  bool // every other caller brings its own idempotency key
 	reorderAll  bool // answers any request it has read in any order, barriers included: only safety is checked
+	foreign     bool // keys are the principal's: some callers retry a key another session's job holds (Go, TS)
 }
 
 var dialects = []dialect{
@@ -71,6 +72,10 @@ var dialects = []dialect{
 	{name: "stray-errors-reorder", echo: true, stray: true, reorder: true, knownEcho: true, listJobs: true, listTrace: true, lossyAnswer: true},
 	{name: "garbage", echo: true, garbage: true, knownEcho: true, listJobs: true, listTrace: true, lossyAnswer: true},
 	{name: "garbage-no-echo", garbage: true, late: true, lossyAnswer: true},
+	// Principal-scoped keys: a retry from another session of the caller.
+	{name: "principal-keys-go", echo: true, late: true, listJobs: true, listTrace: true, lossyAnswer: true, foreign: true},
+	{name: "principal-keys-ts", echo: true, reject: 1, listJobs: true, listTrace: true, lossyAnswer: true, foreign: true},
+	{name: "principal-keys-unknown-echo", echo: true, late: true, lossyAnswer: true, foreign: true},
 }
 
 type frameKind uint8
@@ -104,6 +109,7 @@ type frame struct {
 
 type caller struct {
 	key, trace string
+	callerKey  bool   // the caller's own key (Written's callerKey)
 	outcome    string // "", "delivered:J", "failed", "gave-up"
 	written    bool
 	inOutbox   bool
@@ -111,6 +117,7 @@ type caller struct {
 
 type rtJob struct {
 	key, trace string
+	foreign    bool // created by another session of the principal: its events go there
 	cancelled  bool
 	eventSeen  bool
 }
@@ -137,10 +144,11 @@ type sim struct {
 	readQ []frame // read by the runtime, not yet answered
 	toGW  []frame // answers in flight
 
-	jobs    map[string]*rtJob
-	jobList []string
-	byKey   map[string]string
-	jobN    int
+	jobs     map[string]*rtJob
+	foreignN int
+	jobList  []string
+	byKey    map[string]string
+	jobN     int
 
 	steps int
 	log   []string
@@ -197,6 +205,12 @@ func (s *sim) apply() {
 			j := s.jobs[a.Job]
 			if j == nil || j.key != c.key {
 				s.fatalf("MISDELIVERY: job %s (created for key %v) handed to caller %d (key %s)", a.Job, j, a.ID, c.key)
+			}
+			if j.foreign && !a.Foreign {
+				s.fatalf("HANG: job %s of another session handed to caller %d as this session's own: its events never come here", a.Job, a.ID)
+			}
+			if !j.foreign && a.Foreign {
+				s.fatalf("job %s created by this session handed to caller %d as another session's (its re-attachment would duplicate every event)", a.Job, a.ID)
 			}
 			if prev, ok := s.delivered[a.Job]; ok && prev != a.ID {
 				s.fatalf("job %s handed to callers %d and %d", a.Job, prev, a.ID)
@@ -258,7 +272,19 @@ func (s *sim) submit() {
 	if s.d.sharedTrace && s.rng.IntN(2) == 0 {
 		tr = fmt.Sprintf("shared%d", id%3)
 	}
-	s.callers[id] = &caller{key: fmt.Sprintf("k%d", id), trace: tr, inOutbox: true}
+	c := &caller{key: fmt.Sprintf("k%d", id), trace: tr, inOutbox: true, callerKey: s.d.callerKeys && id%2 == 0}
+	if s.d.foreign && s.rng.IntN(4) == 0 {
+		// A retry of a key another session of the principal used: the
+		// runtime holds that session's job under it.
+		s.foreignN++
+		fid := fmt.Sprintf("f%d", s.foreignN)
+		c.key, c.callerKey = "fk"+fid, true
+		s.jobs[fid] = &rtJob{key: c.key, trace: "ft" + fid, foreign: true}
+		s.byKey[c.key] = fid
+	} else if s.d.foreign && id%2 == 0 {
+		c.callerKey = true
+	}
+	s.callers[id] = c
 	s.outbox = append(s.outbox, id)
 	s.logf("new %d", id)
 }
@@ -273,7 +299,7 @@ func (s *sim) write() bool {
 	c.inOutbox = false
 	req := s.newReq()
 	c.written = true
-	if !s.core.Written(id, req, c.trace, c.key, s.d.callerKeys && id%2 == 0) {
+	if !s.core.Written(id, req, c.trace, c.key, c.callerKey) {
 		s.fatalf("core refused the write of caller %d", id)
 	}
 	s.toRT = append(s.toRT, frame{kind: fSubmit, req: req, id: id, key: c.key, trace: c.trace})
@@ -655,6 +681,7 @@ func (a *scheduleStats) add(s *sim) {
 	a.ctr.BarrierTimeouts += k.BarrierTimeouts
 	a.ctr.PositionalIgnored += k.PositionalIgnored
 	a.ctr.DuplicateAnswers += k.DuplicateAnswers
+	a.ctr.ForeignReplays += k.ForeignReplays
 }
 
 func runSchedule(t testing.TB, seed uint64, d dialect, broken string, steps int) error {
@@ -710,9 +737,9 @@ func TestCoreProperties(t *testing.T) {
 			var st scheduleStats
 			defer func() {
 				t.Logf("%d schedules, %d steps; callers: %d delivered, %d failed, %d gave up; sessions lost %d; "+
-					"resends %d, bound by list %d, orphans cancelled %d, reused ids caught %d, stale %d, stalls %d, barrier timeouts %d, positional ignored %d",
+					"resends %d, bound by list %d, orphans cancelled %d, reused ids caught %d, stale %d, stalls %d, barrier timeouts %d, positional ignored %d, replays of other sessions' jobs %d",
 					st.schedules, st.steps, st.delivered, st.failed, st.gaveUp, st.lost, st.ctr.Resends, st.ctr.ReconciledByList,
-					st.ctr.OrphansCancelled, st.ctr.JobIDReused, st.ctr.StaleAnswers, st.ctr.FIFOStalls, st.ctr.BarrierTimeouts, st.ctr.PositionalIgnored)
+					st.ctr.OrphansCancelled, st.ctr.JobIDReused, st.ctr.StaleAnswers, st.ctr.FIFOStalls, st.ctr.BarrierTimeouts, st.ctr.PositionalIgnored, st.ctr.ForeignReplays)
 			}()
 			for seed := uint64(1); seed <= uint64(seeds); seed++ {
 				if err := runScheduleStats(t, seed, d, "", 400, &st); err != nil {
@@ -738,6 +765,7 @@ func TestCorePropertiesCatchBrokenRules(t *testing.T) {
 		{"no-position-barrier", "stray-errors-no-echo"},
 		{"no-position-barrier", "stray-errors"},
 		{"no-dead-trace", "reorder-all-echo"},
+		{"no-foreign", "principal-keys-go"},
 	} {
 		t.Run(tc.rule, func(t *testing.T) {
 			var d dialect

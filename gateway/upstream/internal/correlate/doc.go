@@ -77,6 +77,17 @@
 //     answer to a forgotten submit: the job is cancelled as an orphan and no
 //     slot moves. With a caller's own key it may be a replay of a job this
 //     connection never saw: the head gets it.
+//   - replay of a job another session owns (Go, TS: idempotency keys are
+//     the principal's, and the gateway's callers' keys are per caller, so
+//     a caller's retry from its second session replays the first session's
+//     job): a job id this connection does not know, a trace id that is not
+//     the head's, the head's key the caller's own, and the runtime not known
+//     to ignore trace ids. The head gets the job with Deliver{Foreign}: its
+//     events go to the other session, so the connection attaches it
+//     (job.subscribe, history from 0) or ends it with a definite error
+//     (JOB_LOST) at once; the gateway's edge takes the outcome from the
+//     session that owns the job when it has it. Never a wait to the
+//     deadline. Broken on purpose: "no-foreign".
 //   - otherwise: the FIFO head gets it (runtimes that do not echo; only one
 //     submit is in flight, so position is sound).
 //
@@ -169,6 +180,41 @@
 // Window frames and WindowBytes bytes are held and the oldest has waited less
 // than MaxHold; past any bound the hole is a gap and the transport is
 // resumed. A frame at or below the delivered seq is a duplicate.
+//
+// Re-attach after a resume (Reattach, its own sans-IO core). A runtime may
+// stop streaming a live job when the transport it was submitted on ends (the
+// TS SDK's job keeps writing to the dead transport and dies at its next
+// event); the Go SDK and the reference go on. Input × state → action:
+//
+//   - resume: every live job of the connection is unconfirmed, with the
+//     seq of its last delivered envelope. Frames the resume replays confirm
+//     nothing (broken on purpose: "reattach-replay-confirms").
+//   - ProbeAfter (1 s) after the resume, and then at a period doubling to
+//     ProbeMax (30 s), while jobs are unconfirmed: a probe, session.list_jobs
+//     {status [pending, running]} (all pages, up to 20). Without list_jobs
+//     nothing is probed: a stopped job is then bounded only by its caller's
+//     deadline. Probes are numbered; an answer to a probe given up (10 s)
+//     and sent again, or of a dropped transport, is ignored (it may predate
+//     a re-attachment).
+//   - listed live: watched; its next frame confirms that the runtime goes
+//     on streaming it, and it is no longer tracked. Never subscribed while
+//     the runtime lists it live: a runtime that goes on streaming would
+//     then send every later event twice (Go). Broken on purpose:
+//     "reattach-no-list".
+//   - missing from a whole listing (ended or dropped without its end
+//     reaching this connection): Resubscribe, job.subscribe{history,
+//     from_event_seq: the last delivered seq}; what the runtime still has
+//     is replayed, re-stamped with new seqs, in order, after what was
+//     delivered. Without subscribe: JobLost. Broken on purpose:
+//     "reattach-no-subscribe".
+//   - the re-attachment refused (JOB_NOT_FOUND: TS), or the job still
+//     missing and without terminal at the next probe: JobLost, a terminal
+//     job.error{JOB_LOST} naming the job. Broken on purpose: "reattach-none"
+//     (no probe at all: the caller waits forever).
+//
+// The bound: a job the runtime stops streaming ends for its callers within
+// ProbeAfter plus the probe periods until the runtime stops listing it
+// (the TS SDK: at the job's next event) plus one subscribe round trip.
 //
 // # Spec gaps and how they are decided
 //

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import struct
 import subprocess
 import tempfile
 import threading
@@ -92,3 +94,95 @@ class GatewayProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class CutProxy:
+    """A TCP proxy on a free loopback port in front of ``target``
+    ("host:port"), whose :meth:`cut` drops every connection it carries (as a
+    replica's death or a network fault would) while it goes on accepting
+    new ones. ``connections`` counts the connections accepted so far. Use it
+    as a context manager; close() stops it and waits for its threads."""
+
+    def __init__(self, target: str) -> None:
+        host, port = target.rsplit(":", 1)
+        self._target = (host, int(port))
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.addr = "127.0.0.1:%d" % self._listener.getsockname()[1]
+        self._mu = threading.Lock()
+        self._socks: List[socket.socket] = []
+        self._threads: List[threading.Thread] = []
+        self.connections = 0
+        self._closed = False
+        self._acceptor = threading.Thread(target=self._accept, daemon=True)
+        self._acceptor.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return  # closed
+            try:
+                upstream = socket.create_connection(self._target, timeout=10)
+                upstream.settimeout(None)
+            except OSError:
+                client.close()
+                continue
+            with self._mu:
+                if self._closed:
+                    client.close()
+                    upstream.close()
+                    return
+                self.connections += 1
+                self._socks += [client, upstream]
+                for a, b in ((client, upstream), (upstream, client)):
+                    t = threading.Thread(target=self._pump, args=(a, b), daemon=True)
+                    self._threads.append(t)
+                    t.start()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while True:
+                b = src.recv(65536)
+                if not b:
+                    break
+                dst.sendall(b)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def cut(self) -> None:
+        """Drop every connection now (a reset, not a graceful close)."""
+        with self._mu:
+            socks, self._socks = self._socks, []
+        for s in socks:
+            try:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+    def close(self) -> None:
+        with self._mu:
+            self._closed = True
+        try:
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes accept()
+        except OSError:
+            pass
+        self._listener.close()
+        self.cut()
+        self._acceptor.join(timeout=10)
+        for t in self._threads:
+            t.join(timeout=10)
+
+    def __enter__(self) -> "CutProxy":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -21,7 +21,7 @@ from typing import Any, List, Tuple
 import grpc
 
 import sessiongate as sg
-from sessiongate._gen.sessiongate.v1 import sessiongate_pb2 as pb
+from sessiongate.pb.sessiongate.v1 import sessiongate_pb2 as pb
 
 from gateway_process import REPO, GatewayProcess
 

@@ -2,7 +2,7 @@
 """Client and server classes corresponding to protobuf-defined services."""
 import grpc
 
-from sessiongate._gen.timeoutprofile.v1 import timeoutprofile_pb2 as timeoutprofile_dot_v1_dot_timeoutprofile__pb2
+from sessiongate.pb.timeoutprofile.v1 import timeoutprofile_pb2 as sessiongate_dot_pb_dot_timeoutprofile_dot_v1_dot_timeoutprofile__pb2
 
 
 class TimeoutProfileServiceStub(object):
@@ -18,13 +18,13 @@ class TimeoutProfileServiceStub(object):
         """
         self.ListProfiles = channel.unary_unary(
                 '/timeoutprofile.v1.TimeoutProfileService/ListProfiles',
-                request_serializer=timeoutprofile_dot_v1_dot_timeoutprofile__pb2.ListProfilesRequest.SerializeToString,
-                response_deserializer=timeoutprofile_dot_v1_dot_timeoutprofile__pb2.ListProfilesResponse.FromString,
+                request_serializer=sessiongate_dot_pb_dot_timeoutprofile_dot_v1_dot_timeoutprofile__pb2.ListProfilesRequest.SerializeToString,
+                response_deserializer=sessiongate_dot_pb_dot_timeoutprofile_dot_v1_dot_timeoutprofile__pb2.ListProfilesResponse.FromString,
                 )
         self.ResolveProfile = channel.unary_unary(
                 '/timeoutprofile.v1.TimeoutProfileService/ResolveProfile',
-                request_serializer=timeoutprofile_dot_v1_dot_timeoutprofile__pb2.ResolveProfileRequest.SerializeToString,
-                response_deserializer=timeoutprofile_dot_v1_dot_timeoutprofile__pb2.ResolveProfileResponse.FromString,
+                request_serializer=sessiongate_dot_pb_dot_timeoutprofile_dot_v1_dot_timeoutprofile__pb2.ResolveProfileRequest.SerializeToString,
+                response_deserializer=sessiongate_dot_pb_dot_timeoutprofile_dot_v1_dot_timeoutprofile__pb2.ResolveProfileResponse.FromString,
                 )
 
 
@@ -53,13 +53,13 @@ def add_TimeoutProfileServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'ListProfiles': grpc.unary_unary_rpc_method_handler(
                     servicer.ListProfiles,
-                    request_deserializer=timeoutprofile_dot_v1_dot_timeoutprofile__pb2.ListProfilesRequest.FromString,
-                    response_serializer=timeoutprofile_dot_v1_dot_timeoutprofile__pb2.ListProfilesResponse.SerializeToString,
+                    request_deserializer=sessiongate_dot_pb_dot_timeoutprofile_dot_v1_dot_timeoutprofile__pb2.ListProfilesRequest.FromString,
+                    response_serializer=sessiongate_dot_pb_dot_timeoutprofile_dot_v1_dot_timeoutprofile__pb2.ListProfilesResponse.SerializeToString,
             ),
             'ResolveProfile': grpc.unary_unary_rpc_method_handler(
                     servicer.ResolveProfile,
-                    request_deserializer=timeoutprofile_dot_v1_dot_timeoutprofile__pb2.ResolveProfileRequest.FromString,
-                    response_serializer=timeoutprofile_dot_v1_dot_timeoutprofile__pb2.ResolveProfileResponse.SerializeToString,
+                    request_deserializer=sessiongate_dot_pb_dot_timeoutprofile_dot_v1_dot_timeoutprofile__pb2.ResolveProfileRequest.FromString,
+                    response_serializer=sessiongate_dot_pb_dot_timeoutprofile_dot_v1_dot_timeoutprofile__pb2.ResolveProfileResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -85,8 +85,8 @@ class TimeoutProfileService(object):
             timeout=None,
             metadata=None):
         return grpc.experimental.unary_unary(request, target, '/timeoutprofile.v1.TimeoutProfileService/ListProfiles',
-            timeoutprofile_dot_v1_dot_timeoutprofile__pb2.ListProfilesRequest.SerializeToString,
-            timeoutprofile_dot_v1_dot_timeoutprofile__pb2.ListProfilesResponse.FromString,
+            sessiongate_dot_pb_dot_timeoutprofile_dot_v1_dot_timeoutprofile__pb2.ListProfilesRequest.SerializeToString,
+            sessiongate_dot_pb_dot_timeoutprofile_dot_v1_dot_timeoutprofile__pb2.ListProfilesResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 
@@ -102,7 +102,7 @@ class TimeoutProfileService(object):
             timeout=None,
             metadata=None):
         return grpc.experimental.unary_unary(request, target, '/timeoutprofile.v1.TimeoutProfileService/ResolveProfile',
-            timeoutprofile_dot_v1_dot_timeoutprofile__pb2.ResolveProfileRequest.SerializeToString,
-            timeoutprofile_dot_v1_dot_timeoutprofile__pb2.ResolveProfileResponse.FromString,
+            sessiongate_dot_pb_dot_timeoutprofile_dot_v1_dot_timeoutprofile__pb2.ResolveProfileRequest.SerializeToString,
+            sessiongate_dot_pb_dot_timeoutprofile_dot_v1_dot_timeoutprofile__pb2.ResolveProfileResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

@@ -1,6 +1,6 @@
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
-from sessiongate._gen.timeoutprofile.v1 import timeoutprofile_pb2 as _timeoutprofile_pb2
+from sessiongate.pb.timeoutprofile.v1 import timeoutprofile_pb2 as _timeoutprofile_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor

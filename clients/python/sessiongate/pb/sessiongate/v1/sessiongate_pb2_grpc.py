@@ -2,7 +2,7 @@
 """Client and server classes corresponding to protobuf-defined services."""
 import grpc
 
-from sessiongate._gen.sessiongate.v1 import sessiongate_pb2 as sessiongate_dot_v1_dot_sessiongate__pb2
+from sessiongate.pb.sessiongate.v1 import sessiongate_pb2 as sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2
 
 
 class SessionGatewayStub(object):
@@ -18,53 +18,53 @@ class SessionGatewayStub(object):
         """
         self.OpenSession = channel.unary_unary(
                 '/sessiongate.v1.SessionGateway/OpenSession',
-                request_serializer=sessiongate_dot_v1_dot_sessiongate__pb2.OpenSessionRequest.SerializeToString,
-                response_deserializer=sessiongate_dot_v1_dot_sessiongate__pb2.OpenSessionResponse.FromString,
+                request_serializer=sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.OpenSessionRequest.SerializeToString,
+                response_deserializer=sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.OpenSessionResponse.FromString,
                 )
         self.GetSessionStatus = channel.unary_unary(
                 '/sessiongate.v1.SessionGateway/GetSessionStatus',
-                request_serializer=sessiongate_dot_v1_dot_sessiongate__pb2.GetSessionStatusRequest.SerializeToString,
-                response_deserializer=sessiongate_dot_v1_dot_sessiongate__pb2.GetSessionStatusResponse.FromString,
+                request_serializer=sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.GetSessionStatusRequest.SerializeToString,
+                response_deserializer=sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.GetSessionStatusResponse.FromString,
                 )
         self.CloseSession = channel.unary_unary(
                 '/sessiongate.v1.SessionGateway/CloseSession',
-                request_serializer=sessiongate_dot_v1_dot_sessiongate__pb2.CloseSessionRequest.SerializeToString,
-                response_deserializer=sessiongate_dot_v1_dot_sessiongate__pb2.CloseSessionResponse.FromString,
+                request_serializer=sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.CloseSessionRequest.SerializeToString,
+                response_deserializer=sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.CloseSessionResponse.FromString,
                 )
         self.ListSessions = channel.unary_unary(
                 '/sessiongate.v1.SessionGateway/ListSessions',
-                request_serializer=sessiongate_dot_v1_dot_sessiongate__pb2.ListSessionsRequest.SerializeToString,
-                response_deserializer=sessiongate_dot_v1_dot_sessiongate__pb2.ListSessionsResponse.FromString,
+                request_serializer=sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.ListSessionsRequest.SerializeToString,
+                response_deserializer=sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.ListSessionsResponse.FromString,
                 )
         self.SubmitJob = channel.unary_unary(
                 '/sessiongate.v1.SessionGateway/SubmitJob',
-                request_serializer=sessiongate_dot_v1_dot_sessiongate__pb2.SubmitJobRequest.SerializeToString,
-                response_deserializer=sessiongate_dot_v1_dot_sessiongate__pb2.SubmitJobResponse.FromString,
+                request_serializer=sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.SubmitJobRequest.SerializeToString,
+                response_deserializer=sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.SubmitJobResponse.FromString,
                 )
         self.RunJob = channel.unary_unary(
                 '/sessiongate.v1.SessionGateway/RunJob',
-                request_serializer=sessiongate_dot_v1_dot_sessiongate__pb2.RunJobRequest.SerializeToString,
-                response_deserializer=sessiongate_dot_v1_dot_sessiongate__pb2.RunJobResponse.FromString,
+                request_serializer=sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.RunJobRequest.SerializeToString,
+                response_deserializer=sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.RunJobResponse.FromString,
                 )
         self.CancelJob = channel.unary_unary(
                 '/sessiongate.v1.SessionGateway/CancelJob',
-                request_serializer=sessiongate_dot_v1_dot_sessiongate__pb2.CancelJobRequest.SerializeToString,
-                response_deserializer=sessiongate_dot_v1_dot_sessiongate__pb2.CancelJobResponse.FromString,
+                request_serializer=sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.CancelJobRequest.SerializeToString,
+                response_deserializer=sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.CancelJobResponse.FromString,
                 )
         self.WatchJob = channel.unary_stream(
                 '/sessiongate.v1.SessionGateway/WatchJob',
-                request_serializer=sessiongate_dot_v1_dot_sessiongate__pb2.WatchJobRequest.SerializeToString,
-                response_deserializer=sessiongate_dot_v1_dot_sessiongate__pb2.WatchJobResponse.FromString,
+                request_serializer=sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.WatchJobRequest.SerializeToString,
+                response_deserializer=sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.WatchJobResponse.FromString,
                 )
         self.ListJobs = channel.unary_unary(
                 '/sessiongate.v1.SessionGateway/ListJobs',
-                request_serializer=sessiongate_dot_v1_dot_sessiongate__pb2.ListJobsRequest.SerializeToString,
-                response_deserializer=sessiongate_dot_v1_dot_sessiongate__pb2.ListJobsResponse.FromString,
+                request_serializer=sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.ListJobsRequest.SerializeToString,
+                response_deserializer=sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.ListJobsResponse.FromString,
                 )
         self.SubscribeJob = channel.unary_unary(
                 '/sessiongate.v1.SessionGateway/SubscribeJob',
-                request_serializer=sessiongate_dot_v1_dot_sessiongate__pb2.SubscribeJobRequest.SerializeToString,
-                response_deserializer=sessiongate_dot_v1_dot_sessiongate__pb2.SubscribeJobResponse.FromString,
+                request_serializer=sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.SubscribeJobRequest.SerializeToString,
+                response_deserializer=sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.SubscribeJobResponse.FromString,
                 )
 
 
@@ -157,53 +157,53 @@ def add_SessionGatewayServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'OpenSession': grpc.unary_unary_rpc_method_handler(
                     servicer.OpenSession,
-                    request_deserializer=sessiongate_dot_v1_dot_sessiongate__pb2.OpenSessionRequest.FromString,
-                    response_serializer=sessiongate_dot_v1_dot_sessiongate__pb2.OpenSessionResponse.SerializeToString,
+                    request_deserializer=sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.OpenSessionRequest.FromString,
+                    response_serializer=sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.OpenSessionResponse.SerializeToString,
             ),
             'GetSessionStatus': grpc.unary_unary_rpc_method_handler(
                     servicer.GetSessionStatus,
-                    request_deserializer=sessiongate_dot_v1_dot_sessiongate__pb2.GetSessionStatusRequest.FromString,
-                    response_serializer=sessiongate_dot_v1_dot_sessiongate__pb2.GetSessionStatusResponse.SerializeToString,
+                    request_deserializer=sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.GetSessionStatusRequest.FromString,
+                    response_serializer=sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.GetSessionStatusResponse.SerializeToString,
             ),
             'CloseSession': grpc.unary_unary_rpc_method_handler(
                     servicer.CloseSession,
-                    request_deserializer=sessiongate_dot_v1_dot_sessiongate__pb2.CloseSessionRequest.FromString,
-                    response_serializer=sessiongate_dot_v1_dot_sessiongate__pb2.CloseSessionResponse.SerializeToString,
+                    request_deserializer=sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.CloseSessionRequest.FromString,
+                    response_serializer=sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.CloseSessionResponse.SerializeToString,
             ),
             'ListSessions': grpc.unary_unary_rpc_method_handler(
                     servicer.ListSessions,
-                    request_deserializer=sessiongate_dot_v1_dot_sessiongate__pb2.ListSessionsRequest.FromString,
-                    response_serializer=sessiongate_dot_v1_dot_sessiongate__pb2.ListSessionsResponse.SerializeToString,
+                    request_deserializer=sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.ListSessionsRequest.FromString,
+                    response_serializer=sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.ListSessionsResponse.SerializeToString,
             ),
             'SubmitJob': grpc.unary_unary_rpc_method_handler(
                     servicer.SubmitJob,
-                    request_deserializer=sessiongate_dot_v1_dot_sessiongate__pb2.SubmitJobRequest.FromString,
-                    response_serializer=sessiongate_dot_v1_dot_sessiongate__pb2.SubmitJobResponse.SerializeToString,
+                    request_deserializer=sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.SubmitJobRequest.FromString,
+                    response_serializer=sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.SubmitJobResponse.SerializeToString,
             ),
             'RunJob': grpc.unary_unary_rpc_method_handler(
                     servicer.RunJob,
-                    request_deserializer=sessiongate_dot_v1_dot_sessiongate__pb2.RunJobRequest.FromString,
-                    response_serializer=sessiongate_dot_v1_dot_sessiongate__pb2.RunJobResponse.SerializeToString,
+                    request_deserializer=sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.RunJobRequest.FromString,
+                    response_serializer=sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.RunJobResponse.SerializeToString,
             ),
             'CancelJob': grpc.unary_unary_rpc_method_handler(
                     servicer.CancelJob,
-                    request_deserializer=sessiongate_dot_v1_dot_sessiongate__pb2.CancelJobRequest.FromString,
-                    response_serializer=sessiongate_dot_v1_dot_sessiongate__pb2.CancelJobResponse.SerializeToString,
+                    request_deserializer=sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.CancelJobRequest.FromString,
+                    response_serializer=sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.CancelJobResponse.SerializeToString,
             ),
             'WatchJob': grpc.unary_stream_rpc_method_handler(
                     servicer.WatchJob,
-                    request_deserializer=sessiongate_dot_v1_dot_sessiongate__pb2.WatchJobRequest.FromString,
-                    response_serializer=sessiongate_dot_v1_dot_sessiongate__pb2.WatchJobResponse.SerializeToString,
+                    request_deserializer=sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.WatchJobRequest.FromString,
+                    response_serializer=sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.WatchJobResponse.SerializeToString,
             ),
             'ListJobs': grpc.unary_unary_rpc_method_handler(
                     servicer.ListJobs,
-                    request_deserializer=sessiongate_dot_v1_dot_sessiongate__pb2.ListJobsRequest.FromString,
-                    response_serializer=sessiongate_dot_v1_dot_sessiongate__pb2.ListJobsResponse.SerializeToString,
+                    request_deserializer=sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.ListJobsRequest.FromString,
+                    response_serializer=sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.ListJobsResponse.SerializeToString,
             ),
             'SubscribeJob': grpc.unary_unary_rpc_method_handler(
                     servicer.SubscribeJob,
-                    request_deserializer=sessiongate_dot_v1_dot_sessiongate__pb2.SubscribeJobRequest.FromString,
-                    response_serializer=sessiongate_dot_v1_dot_sessiongate__pb2.SubscribeJobResponse.SerializeToString,
+                    request_deserializer=sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.SubscribeJobRequest.FromString,
+                    response_serializer=sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.SubscribeJobResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -229,8 +229,8 @@ class SessionGateway(object):
             timeout=None,
             metadata=None):
         return grpc.experimental.unary_unary(request, target, '/sessiongate.v1.SessionGateway/OpenSession',
-            sessiongate_dot_v1_dot_sessiongate__pb2.OpenSessionRequest.SerializeToString,
-            sessiongate_dot_v1_dot_sessiongate__pb2.OpenSessionResponse.FromString,
+            sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.OpenSessionRequest.SerializeToString,
+            sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.OpenSessionResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 
@@ -246,8 +246,8 @@ class SessionGateway(object):
             timeout=None,
             metadata=None):
         return grpc.experimental.unary_unary(request, target, '/sessiongate.v1.SessionGateway/GetSessionStatus',
-            sessiongate_dot_v1_dot_sessiongate__pb2.GetSessionStatusRequest.SerializeToString,
-            sessiongate_dot_v1_dot_sessiongate__pb2.GetSessionStatusResponse.FromString,
+            sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.GetSessionStatusRequest.SerializeToString,
+            sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.GetSessionStatusResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 
@@ -263,8 +263,8 @@ class SessionGateway(object):
             timeout=None,
             metadata=None):
         return grpc.experimental.unary_unary(request, target, '/sessiongate.v1.SessionGateway/CloseSession',
-            sessiongate_dot_v1_dot_sessiongate__pb2.CloseSessionRequest.SerializeToString,
-            sessiongate_dot_v1_dot_sessiongate__pb2.CloseSessionResponse.FromString,
+            sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.CloseSessionRequest.SerializeToString,
+            sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.CloseSessionResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 
@@ -280,8 +280,8 @@ class SessionGateway(object):
             timeout=None,
             metadata=None):
         return grpc.experimental.unary_unary(request, target, '/sessiongate.v1.SessionGateway/ListSessions',
-            sessiongate_dot_v1_dot_sessiongate__pb2.ListSessionsRequest.SerializeToString,
-            sessiongate_dot_v1_dot_sessiongate__pb2.ListSessionsResponse.FromString,
+            sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.ListSessionsRequest.SerializeToString,
+            sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.ListSessionsResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 
@@ -297,8 +297,8 @@ class SessionGateway(object):
             timeout=None,
             metadata=None):
         return grpc.experimental.unary_unary(request, target, '/sessiongate.v1.SessionGateway/SubmitJob',
-            sessiongate_dot_v1_dot_sessiongate__pb2.SubmitJobRequest.SerializeToString,
-            sessiongate_dot_v1_dot_sessiongate__pb2.SubmitJobResponse.FromString,
+            sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.SubmitJobRequest.SerializeToString,
+            sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.SubmitJobResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 
@@ -314,8 +314,8 @@ class SessionGateway(object):
             timeout=None,
             metadata=None):
         return grpc.experimental.unary_unary(request, target, '/sessiongate.v1.SessionGateway/RunJob',
-            sessiongate_dot_v1_dot_sessiongate__pb2.RunJobRequest.SerializeToString,
-            sessiongate_dot_v1_dot_sessiongate__pb2.RunJobResponse.FromString,
+            sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.RunJobRequest.SerializeToString,
+            sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.RunJobResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 
@@ -331,8 +331,8 @@ class SessionGateway(object):
             timeout=None,
             metadata=None):
         return grpc.experimental.unary_unary(request, target, '/sessiongate.v1.SessionGateway/CancelJob',
-            sessiongate_dot_v1_dot_sessiongate__pb2.CancelJobRequest.SerializeToString,
-            sessiongate_dot_v1_dot_sessiongate__pb2.CancelJobResponse.FromString,
+            sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.CancelJobRequest.SerializeToString,
+            sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.CancelJobResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 
@@ -348,8 +348,8 @@ class SessionGateway(object):
             timeout=None,
             metadata=None):
         return grpc.experimental.unary_stream(request, target, '/sessiongate.v1.SessionGateway/WatchJob',
-            sessiongate_dot_v1_dot_sessiongate__pb2.WatchJobRequest.SerializeToString,
-            sessiongate_dot_v1_dot_sessiongate__pb2.WatchJobResponse.FromString,
+            sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.WatchJobRequest.SerializeToString,
+            sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.WatchJobResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 
@@ -365,8 +365,8 @@ class SessionGateway(object):
             timeout=None,
             metadata=None):
         return grpc.experimental.unary_unary(request, target, '/sessiongate.v1.SessionGateway/ListJobs',
-            sessiongate_dot_v1_dot_sessiongate__pb2.ListJobsRequest.SerializeToString,
-            sessiongate_dot_v1_dot_sessiongate__pb2.ListJobsResponse.FromString,
+            sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.ListJobsRequest.SerializeToString,
+            sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.ListJobsResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 
@@ -382,7 +382,7 @@ class SessionGateway(object):
             timeout=None,
             metadata=None):
         return grpc.experimental.unary_unary(request, target, '/sessiongate.v1.SessionGateway/SubscribeJob',
-            sessiongate_dot_v1_dot_sessiongate__pb2.SubscribeJobRequest.SerializeToString,
-            sessiongate_dot_v1_dot_sessiongate__pb2.SubscribeJobResponse.FromString,
+            sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.SubscribeJobRequest.SerializeToString,
+            sessiongate_dot_pb_dot_sessiongate_dot_v1_dot_sessiongate__pb2.SubscribeJobResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

@@ -1,4 +1,3 @@
-from google.protobuf import descriptor_pb2 as _descriptor_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -6,15 +5,11 @@ from google.protobuf import message as _message
 from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
-PROFILE_FIELD_NUMBER: _ClassVar[int]
 PROFILE_SOURCE_CONFIG: ProfileSource
 PROFILE_SOURCE_FALLBACK: ProfileSource
 PROFILE_SOURCE_GUIDANCE: ProfileSource
 PROFILE_SOURCE_METHOD_OPTION: ProfileSource
 PROFILE_SOURCE_UNSPECIFIED: ProfileSource
-STREAMING_FIELD_NUMBER: _ClassVar[int]
-profile: _descriptor.FieldDescriptor
-streaming: _descriptor.FieldDescriptor
 
 class ListProfilesRequest(_message.Message):
     __slots__ = []

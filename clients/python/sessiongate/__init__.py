@@ -21,6 +21,13 @@ The generated protobuf and gRPC modules are public in :mod:`sessiongate.pb`
 beside your own stubs of the same protos).
 """
 
+import pkgutil
+
+# Stubs a user generates from the same protos are modules named
+# sessiongate.v1.sessiongate_pb2 (protoc names modules after files): let them
+# be found in any sessiongate/ directory on sys.path, beside this package.
+__path__ = pkgutil.extend_path(__path__, __name__)
+
 from ._client import (
     SESSION_METADATA_KEY,
     TIMEOUT_METADATA_KEY,

@@ -4,14 +4,14 @@
 #
 #   clients/python/sessiongate/pb/     protoc 3.21.12 python + pyi, grpc_python_plugin,
 #                                      from a renamed copy (clients/python/tools/bundle_protos.py)
-#   clients/typescript/src/gen/        protoc-gen-es 2.17.0 (clients/typescript/node_modules)
+#   clients/typescript/src/gen/        protoc-gen-es 2.17.0 (clients/typescript/codegen/node_modules)
 #
 # and copies the published retry policy (timeoutprofile/retry_service_config.json,
 # a gRPC service config) beside each.
 # CI runs it and fails when the result differs from what is committed.
 # Needs: buf 1.73.0, protoc + grpc_python_plugin on PATH (Debian
 # protobuf-compiler protobuf-compiler-grpc, whose /usr/include has the
-# google/protobuf protos), /usr/bin/python3, `npm ci` done in clients/typescript.
+# google/protobuf protos), /usr/bin/python3, `npm ci` done in clients/typescript/codegen.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,8 +21,8 @@ ts=clients/typescript/src/gen
 for tool in buf protoc grpc_python_plugin; do
   command -v "$tool" >/dev/null || { echo "generate.sh: $tool not on PATH" >&2; exit 1; }
 done
-[ -x clients/typescript/node_modules/.bin/protoc-gen-es ] ||
-  { echo "generate.sh: run 'npm ci' in clients/typescript first" >&2; exit 1; }
+[ -x clients/typescript/codegen/node_modules/.bin/protoc-gen-es ] ||
+  { echo "generate.sh: run 'npm ci' in clients/typescript/codegen first" >&2; exit 1; }
 
 buf generate --template buf.gen.clients.yaml
 

@@ -9,6 +9,7 @@ import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { connect, createServer, type AddressInfo, type Server, type Socket } from "node:net";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 
@@ -76,5 +77,56 @@ export class GatewayProcess {
       clearTimeout(timer);
     }
     rmSync(this.#tmp, { recursive: true, force: true });
+  }
+}
+
+/**
+ * A TCP proxy on a free loopback port in front of target ("host:port"),
+ * whose cut() drops every connection it carries (as a replica's death or a
+ * network fault would) while it goes on accepting new ones.
+ */
+export class CutProxy {
+  addr = "";
+  /** Connections accepted so far. */
+  connections = 0;
+  readonly #target: { host: string; port: number };
+  readonly #server: Server;
+  readonly #socks = new Set<Socket>();
+
+  constructor(target: string) {
+    const i = target.lastIndexOf(":");
+    this.#target = { host: target.slice(0, i), port: Number(target.slice(i + 1)) };
+    this.#server = createServer((client) => {
+      this.connections++;
+      const upstream = connect(this.#target);
+      for (const s of [client, upstream]) {
+        this.#socks.add(s);
+        s.on("error", () => {});
+        s.on("close", () => {
+          this.#socks.delete(s);
+          client.destroy();
+          upstream.destroy();
+        });
+      }
+      client.pipe(upstream);
+      upstream.pipe(client);
+    });
+  }
+
+  async start(): Promise<this> {
+    await new Promise<void>((res) => this.#server.listen(0, "127.0.0.1", res));
+    this.addr = `127.0.0.1:${(this.#server.address() as AddressInfo).port}`;
+    return this;
+  }
+
+  /** Drops every connection now, with a reset. */
+  cut(): void {
+    for (const s of this.#socks) s.resetAndDestroy();
+    this.#socks.clear();
+  }
+
+  async close(): Promise<void> {
+    this.cut();
+    await new Promise<void>((res) => this.#server.close(() => res()));
   }
 }

@@ -417,7 +417,7 @@ func TestRetryServiceConfig(t *testing.T) {
 		t.Errorf("retryable codes %v", got)
 	}
 	// The Python and TypeScript clients carry the same policy.
-	b, err := os.ReadFile("../clients/python/sessiongate/_gen/retry_service_config.json")
+	b, err := os.ReadFile("../clients/python/sessiongate/retry_service_config.json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -216,3 +216,45 @@ func TestWatchResumesAfterCut(t *testing.T) {
 		})
 	}
 }
+
+// TestRunCancelCancelsTheJob: cancelling Run's context cancels the call,
+// and the gateway cancels the job upstream: the runtime reports it
+// cancelled.
+func TestRunCancelCancelsTheJob(t *testing.T) {
+	s := openSession(t, newClient(t))
+	ctx := testContext(t, 30*time.Second)
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Run(rctx, "sleep", map[string]any{"ms": 30000})
+		done <- err
+	}()
+	jobID := waitJob(t, ctx, s, `state = RUNNING AND agent = "sleep"`)
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run after cancel: %v", err)
+	}
+	if got := waitJob(t, ctx, s, `state = CANCELLED AND agent = "sleep"`); got != jobID {
+		t.Fatalf("cancelled job %s, want %s", got, jobID)
+	}
+}
+
+// waitJob polls ListJobs until a job matches filter, and returns its id.
+func waitJob(t *testing.T, ctx context.Context, s *client.Session, filter string) string {
+	t.Helper()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		for j, err := range s.ListJobs(ctx, filter) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			return j.GetJobId()
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no job matches %q", filter)
+		case <-tick.C:
+		}
+	}
+}

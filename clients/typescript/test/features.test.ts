@@ -77,6 +77,16 @@ describe("resume rules", () => {
   });
 });
 
+/** Polls listJobs until a job matches filter; resolves with its id. */
+async function waitJob(s: Session, filter: string): Promise<string> {
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    for await (const j of s.listJobs(filter, { timeoutMs: 10_000 })) return j.jobId;
+    if (Date.now() > deadline) throw new Error(`no job matches ${filter}`);
+    await new Promise((res) => setTimeout(res, 20));
+  }
+}
+
 /** A small seeded PRNG (mulberry32), so a failing schedule can be replayed. */
 function rng(seed: number): () => number {
   let a = seed >>> 0;
@@ -194,6 +204,20 @@ describe("against a gateway", { timeout: 120_000 }, () => {
     const { Metadata } = await import("@grpc/grpc-js");
     const e = fromServiceError(Object.assign(new Error("x"), { code: 12, details: "no such method", metadata: new Metadata() }));
     assert.ok(e instanceof UnimplementedError);
+  });
+
+  it("aborting a run cancels the job: the runtime reports it cancelled", async () => {
+    const s = await open();
+    try {
+      const ac = new AbortController();
+      const run = s.run("sleep", { ms: 30_000 }, { signal: ac.signal, timeoutMs: 60_000 });
+      const running = await waitJob(s, 'state = RUNNING AND agent = "sleep"');
+      ac.abort();
+      await assert.rejects(run, (e: unknown) => e instanceof Error && e.name === "AbortError");
+      assert.equal(await waitJob(s, 'state = CANCELLED AND agent = "sleep"'), running);
+    } finally {
+      await s.close("", { timeoutMs: 10_000 });
+    }
   });
 
   for (const resume of [true, false]) {

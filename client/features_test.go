@@ -196,8 +196,10 @@ func TestWatchResumesAfterCut(t *testing.T) {
 			if failure != nil {
 				t.Fatal(failure)
 			}
-			if p.connections() < 3 {
-				t.Errorf("%d connections: the watch was not cut twice", p.connections())
+			// Two cuts; the second may find the rest of the job already
+			// delivered to the client, so one resume is the least.
+			if p.connections() < 2 {
+				t.Errorf("%d connections: the watch was never resumed", p.connections())
 			}
 			if len(items) != 13 {
 				t.Fatalf("%d items, want 12 events and the result", len(items))

@@ -851,7 +851,8 @@ class Watch:
     """An iterator over a watched job's items, resumed across cuts (see
     :meth:`Session.watch`). ``cancel()`` (or leaving a ``with`` block) ends
     the stream early; errors raise the typed
-    :class:`~sessiongate.GatewayError`. ``resumes`` counts the re-opens."""
+    :class:`~sessiongate.GatewayError`. ``resumes`` counts the re-opens,
+    ``cuts`` holds the errors they followed."""
 
     def __init__(
         self,
@@ -873,6 +874,10 @@ class Watch:
     @property
     def resumes(self) -> int:
         return self._resumer.resumes
+
+    @property
+    def cuts(self) -> List[GatewayError]:
+        return list(self._resumer.cuts)
 
     def __iter__(self) -> Iterator[WatchItem]:
         return self

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, List, Optional
 
 import grpc
 
@@ -72,6 +72,7 @@ class Resumer:
     ) -> None:
         self.cursor = from_event_seq
         self.resumes = 0  # re-opens so far, for tests and logs
+        self.cuts: List[GatewayError] = []  # the errors re-opened after
         self._policy = policy
         self._deadline = deadline
         self._rand = rand
@@ -105,6 +106,7 @@ class Resumer:
             return None
         self._failures += 1
         self.resumes += 1
+        self.cuts.append(err)
         return delay
 
     def remaining(self, now: float) -> Optional[float]:

@@ -397,6 +397,11 @@ class Watch:
     def resumes(self) -> int:
         return self._resumer.resumes
 
+    @property
+    def cuts(self) -> List[GatewayError]:
+        """The errors the watch re-opened after."""
+        return list(self._resumer.cuts)
+
     def __aiter__(self) -> "Watch":
         return self
 

@@ -8,13 +8,16 @@ stream, fail).
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import shutil
 import socket
 import struct
 import subprocess
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import List, Optional
 
@@ -34,8 +37,9 @@ class GatewayProcess:
     """Start with start(), stop with stop() (idempotent). ``addr`` is the
     gRPC address, ``admin`` the admin HTTP address."""
 
-    def __init__(self, *extra_args: str) -> None:
+    def __init__(self, *extra_args: str, binary: Optional[str] = None) -> None:
         self._extra = list(extra_args)
+        self._binary = binary
         self._tmp = tempfile.TemporaryDirectory(prefix="sessiongate-py-")
         self._proc: Optional[subprocess.Popen] = None
         self._reader: Optional[threading.Thread] = None
@@ -45,7 +49,7 @@ class GatewayProcess:
         self.admin = ""
 
     def start(self, timeout: float = 30.0) -> "GatewayProcess":
-        binary = gateway_binary(self._tmp.name)
+        binary = self._binary or gateway_binary(self._tmp.name)
         self._proc = subprocess.Popen(
             [binary, "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--log-format", "json", *self._extra],
             stdout=subprocess.DEVNULL,
@@ -77,6 +81,12 @@ class GatewayProcess:
                     self._ready.set()
         self._ready.set()  # exited: unblock start()
 
+    def kill(self) -> None:
+        """SIGKILL the gateway and wait for it (a replica's sudden death)."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait(timeout=10)
+
     def stop(self) -> None:
         if self._proc is not None and self._proc.poll() is None:
             self._proc.terminate()
@@ -87,6 +97,8 @@ class GatewayProcess:
                 self._proc.wait(timeout=10)
         if self._reader is not None:
             self._reader.join(timeout=10)
+        if self._proc is not None and self._proc.stderr is not None:
+            self._proc.stderr.close()
         self._tmp.cleanup()
 
     def __enter__(self) -> "GatewayProcess":
@@ -186,3 +198,106 @@ class CutProxy:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+CLUSTER_SECRET = "python-cluster-secret-0123456789"
+
+
+class ClusterProcess:
+    """A cluster of real processes: redis-server (on a unix socket, no
+    persistence), the reference runtime (``gateway runtime``) and
+    ``replicas`` gateways sharing them, with a short lease so that a
+    killed owner's sessions are taken over quickly. Needs redis-server on
+    PATH (:attr:`available`). Start with start(), stop with stop()."""
+
+    def __init__(self, replicas: int = 3, lease_ttl: str = "1s") -> None:
+        self._tmp = tempfile.TemporaryDirectory(prefix="sgpy-cl-")
+        self._n = replicas
+        self._ttl = lease_ttl
+        self._redis: Optional[subprocess.Popen] = None
+        self._runtime: Optional[subprocess.Popen] = None
+        self._drain: Optional[threading.Thread] = None
+        self.replicas: List[GatewayProcess] = []
+
+    @staticmethod
+    def available() -> bool:
+        return shutil.which("redis-server") is not None
+
+    def start(self, timeout: float = 60.0) -> "ClusterProcess":
+        try:
+            self._start(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        sock = os.path.join(self._tmp.name, "r.sock")
+        self._redis = subprocess.Popen(
+            ["redis-server", "--port", "0", "--unixsocket", sock, "--unixsocketperm", "700",
+             "--save", "", "--appendonly", "no", "--dir", self._tmp.name],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        while True:  # until redis answers PING
+            try:
+                with socket.socket(socket.AF_UNIX) as c:
+                    c.settimeout(1)
+                    c.connect(sock)
+                    c.sendall(b"*1\r\n$4\r\nPING\r\n")
+                    if c.recv(16).startswith(b"+PONG"):
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline or self._redis.poll() is not None:
+                raise RuntimeError("redis-server did not start")
+            time.sleep(0.005)
+        binary = gateway_binary(self._tmp.name)
+        self._runtime = subprocess.Popen(
+            [binary, "runtime", "--listen", "127.0.0.1:0", "--log-format", "json"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )
+        assert self._runtime.stderr is not None
+        url = ""
+        for line in self._runtime.stderr:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if rec.get("msg") == "reference runtime serving":
+                url = rec["url"]
+                break
+        if not url:
+            raise RuntimeError("the runtime did not start")
+        # Drain the runtime's log until it exits (stop() joins the drain).
+        self._drain = threading.Thread(target=self._runtime.stderr.read, daemon=True)
+        self._drain.start()
+        key = "k1:" + base64.b64encode(os.urandom(32)).decode()
+        for i in range(self._n):
+            gw = GatewayProcess(
+                "--instance-id", f"gw-{i + 1}", "--runtime", f"default={url}", "--redis", f"unix://{sock}",
+                "--directory-key", key, "--cluster-secret", CLUSTER_SECRET, "--lease-ttl", self._ttl,
+                binary=binary,
+            )
+            self.replicas.append(gw)
+            gw.start(timeout=max(1.0, deadline - time.monotonic()))
+
+    def stop(self) -> None:
+        for gw in self.replicas:
+            gw.kill()
+            gw.stop()
+        for p in (self._runtime, self._redis):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait(timeout=10)
+        if self._drain is not None:
+            self._drain.join(timeout=10)
+        if self._runtime is not None and self._runtime.stderr is not None:
+            self._runtime.stderr.close()
+        self._tmp.cleanup()
+
+    def __enter__(self) -> "ClusterProcess":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

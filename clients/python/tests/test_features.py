@@ -356,3 +356,62 @@ def _which(name: str) -> str:
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ClusterTest(unittest.TestCase):
+    """A watch through a replica that relays to the session's owner, across
+    the owner's SIGKILL (real processes: redis-server, the runtime, three
+    replicas): the relayed stream is cut with UNAVAILABLE OWNER_UNREACHABLE
+    (then the session is taken over), the watch re-opens itself, and every
+    event arrives once, in order. Needs redis-server (CI installs it)."""
+
+    def setUp(self) -> None:
+        from gateway_process import ClusterProcess
+
+        if not ClusterProcess.available():
+            if os.environ.get("CI") == "true":
+                self.fail("redis-server is not on PATH (CI=true: apt-get install -y redis-server)")
+            self.skipTest("redis-server is not on PATH")
+        self.cluster = ClusterProcess().start()
+        self.addCleanup(self.cluster.stop)
+
+    def test_sync_watch_resumes_across_a_takeover(self) -> None:
+        owner, relay = self.cluster.replicas[0], self.cluster.replicas[1]
+        with sg.Gateway(owner.addr) as gw1, sg.Gateway(relay.addr) as gw2:
+            s = gw1.open_session(client_name="py-takeover", timeout=10)
+            job = s.submit("stream", {"count": 40, "interval_ms": 50}, timeout=10)
+            w = gw2.session(s.id).watch(job, timeout=60, resume=sg.ResumePolicy(max_attempts=40, max_backoff=0.5))
+            seen = []
+            last = None
+            for item in w:
+                last = item
+                if isinstance(item, sg.JobEvent):
+                    seen.append(item.body["i"])
+                    if len(seen) == 10:
+                        owner.kill()
+            self.assertEqual(seen, list(range(40)), "every event once, in order, across the takeover")
+            self.assertIsInstance(last, sg.JobResult)
+            self.assertGreaterEqual(w.resumes, 1)
+            reasons = {(e.code, e.reason) for e in w.cuts}
+            self.assertTrue(all(c == grpc.StatusCode.UNAVAILABLE for c, _ in reasons), reasons)
+            self.assertTrue(reasons & {(grpc.StatusCode.UNAVAILABLE, r) for r in ("OWNER_UNREACHABLE", "SESSION_HANDED_OFF")}, reasons)
+
+    def test_async_watch_resumes_across_a_takeover(self) -> None:
+        owner, relay = self.cluster.replicas[0], self.cluster.replicas[1]
+
+        async def run() -> None:
+            async with aio.Gateway(owner.addr) as gw1, aio.Gateway(relay.addr) as gw2:
+                s = await gw1.open_session(client_name="py-aio-takeover", timeout=10)
+                job = await s.submit("stream", {"count": 40, "interval_ms": 50}, timeout=10)
+                w = gw2.session(s.id).watch(job, timeout=60, resume=sg.ResumePolicy(max_attempts=40, max_backoff=0.5))
+                seen = []
+                async for item in w:
+                    if isinstance(item, sg.JobEvent):
+                        seen.append(item.body["i"])
+                        if len(seen) == 10:
+                            owner.kill()
+                self.assertEqual(seen, list(range(40)))
+                self.assertGreaterEqual(w.resumes, 1)
+                self.assertTrue(any(e.reason in ("OWNER_UNREACHABLE", "SESSION_HANDED_OFF") for e in w.cuts), w.cuts)
+
+        asyncio.run(run())

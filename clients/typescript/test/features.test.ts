@@ -18,7 +18,7 @@ import {
   type WatchItem,
 } from "../src/index.js";
 import { Resumer, resumable } from "../src/resume.js";
-import { CutProxy, GatewayProcess } from "./gateway.js";
+import { ClusterProcess, CutProxy, GatewayProcess } from "./gateway.js";
 
 const gwp = new GatewayProcess();
 let gw: Gateway;
@@ -256,4 +256,37 @@ describe("against a gateway", { timeout: 120_000 }, () => {
       }
     });
   }
+});
+
+describe("in a cluster", { timeout: 120_000 }, () => {
+  it("a watch through a relaying replica resumes across the owner's SIGKILL: every event once, in order", async (t) => {
+    if (!ClusterProcess.available()) {
+      if (process.env.CI === "true") assert.fail("redis-server is not on PATH (CI=true: apt-get install -y redis-server)");
+      t.skip("redis-server is not on PATH");
+      return;
+    }
+    const cluster = await new ClusterProcess().start();
+    const [owner, relay] = cluster.replicas;
+    const gw1 = new Gateway(owner.addr);
+    const gw2 = new Gateway(relay.addr);
+    try {
+      const s = await gw1.openSession({ clientName: "ts-takeover" }, { timeoutMs: 10_000 });
+      const job = await s.submit("stream", { count: 40, interval_ms: 50 }, { timeoutMs: 10_000 });
+      const seen: number[] = [];
+      let last: WatchItem | undefined;
+      const policy = { maxAttempts: 40, maxBackoffMs: 500 };
+      for await (const item of gw2.session(s.id).watch(job, { timeoutMs: 60_000, resume: policy })) {
+        last = item;
+        if (item.type !== "event") continue;
+        seen.push((item.body as { i: number }).i);
+        if (seen.length === 10) await owner.kill();
+      }
+      assert.deepEqual(seen, [...Array(40).keys()], "every event once, in order, across the takeover");
+      assert.equal(last?.type, "result");
+    } finally {
+      gw1.close();
+      gw2.close();
+      await cluster.stop();
+    }
+  });
 });

@@ -74,7 +74,7 @@ func TestSessionAffinity(t *testing.T) {
 		if n := forwards(t, c) - before; n > 1 {
 			t.Fatalf("%d of 10 calls of session %s were forwarded between replicas, want at most the first", n, s.ID())
 		}
-		if err := s.Close(); err != nil {
+		if err := s.Close(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 	}

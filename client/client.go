@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"iter"
 	"strconv"
 	"sync"
 	"time"
@@ -32,7 +30,7 @@ const (
 	TraceparentMetadataKey = "traceparent"
 )
 
-// closeTimeout bounds Session.Close, which takes no context.
+// closeTimeout bounds Session.Close when its context has no deadline.
 const closeTimeout = 10 * time.Second
 
 // Option configures New.
@@ -228,8 +226,9 @@ type Session struct {
 	// nil for a handle from Client.Session.
 	Opened *gatewayv1.OpenSessionResponse
 
-	closeOnce sync.Once
-	closeErr  error
+	closeMu  sync.Mutex
+	closed   bool  // guarded by closeMu
+	closeErr error // guarded by closeMu
 }
 
 // ID returns the session id.
@@ -363,16 +362,6 @@ func (s *Session) Run(ctx context.Context, agent string, input any, opts ...JobO
 	return res, nil
 }
 
-// Submit submits a job and returns its id once the runtime accepted it.
-// SubmitJob returns what else the runtime said.
-func (s *Session) Submit(ctx context.Context, agent string, input any, opts ...JobOption) (string, error) {
-	job, err := s.SubmitJob(ctx, agent, input, opts...)
-	if err != nil {
-		return "", err
-	}
-	return job.ID, nil
-}
-
 // Job is a job the runtime accepted.
 type Job struct {
 	ID         string
@@ -398,8 +387,9 @@ type Grant struct {
 	Budget map[string]float64
 }
 
-// SubmitJob submits a job and returns it once the runtime accepted it.
-func (s *Session) SubmitJob(ctx context.Context, agent string, input any, opts ...JobOption) (*Job, error) {
+// Submit submits a job and returns it once the runtime accepted it; watch it
+// with Watch(ctx, job.ID).
+func (s *Session) Submit(ctx context.Context, agent string, input any, opts ...JobOption) (*Job, error) {
 	in, o, err := jobInput(input, opts)
 	if err != nil {
 		return nil, err
@@ -434,52 +424,11 @@ func jobInput(input any, opts []JobOption) (*structpb.Value, jobOptions, error) 
 	if input == nil {
 		return nil, o, nil
 	}
-	v, err := toValue(input)
+	v, err := toValue(input, "input")
 	if err == nil {
 		err = checkInputDepth(v) // depth.go
 	}
 	return v, o, err
-}
-
-// Watch streams a job's items in event_seq order: events, then its result
-// or error (GetEvent, GetResult, GetError). A body, result or details whose
-// JSON has no google.protobuf.Value form comes in the item's raw_* field
-// instead. The stream starts when the loop does and ends with it:
-//
-//	for item, err := range s.Watch(ctx, jobID) {
-//		if err != nil { … }
-//	}
-//
-// A failed stream yields one (nil, error) and ends.
-func (s *Session) Watch(ctx context.Context, jobID string) iter.Seq2[*gatewayv1.WatchJobResponse, error] {
-	return s.WatchFrom(ctx, jobID, 0)
-}
-
-// WatchFrom is Watch, delivering only items with event_seq above from.
-func (s *Session) WatchFrom(ctx context.Context, jobID string, from uint64) iter.Seq2[*gatewayv1.WatchJobResponse, error] {
-	return func(yield func(*gatewayv1.WatchJobResponse, error) bool) {
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel() // ends the stream when the loop stops early
-		stream, err := s.c.api.WatchJob(s.c.callContext(ctx, s.id, true),
-			&gatewayv1.WatchJobRequest{SessionId: s.id, JobId: jobID, FromEventSeq: from})
-		if err != nil {
-			yield(nil, wrapError(err))
-			return
-		}
-		for {
-			item, err := stream.Recv()
-			if errors.Is(err, io.EOF) {
-				return
-			}
-			if err != nil {
-				yield(nil, wrapError(err))
-				return
-			}
-			if !yield(item, nil) {
-				return
-			}
-		}
-	}
 }
 
 // Cancel asks the runtime to cancel a job; the job then ends with a
@@ -495,19 +444,29 @@ func (s *Session) Status(ctx context.Context) (*gatewayv1.GetSessionStatusRespon
 	return s.c.Status(ctx, s.id)
 }
 
-// Close closes the session upstream, within 10 s. It is idempotent (later
-// calls return the first one's result), and a session the gateway no longer
-// knows counts as closed.
-func (s *Session) Close() error {
-	s.closeOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+// Close closes the session upstream, under ctx (bounded to 10 s when ctx
+// has no deadline). Once it has an answer it is idempotent (later calls
+// return that answer); a Close that ctx ended may be called again. A session
+// the gateway no longer knows counts as closed.
+func (s *Session) Close(ctx context.Context) error {
+	s.closeMu.Lock()
+	defer s.closeMu.Unlock()
+	if s.closed {
+		return s.closeErr
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, closeTimeout)
 		defer cancel()
-		_, err := s.c.api.CloseSession(s.c.callContext(ctx, s.id, true), &gatewayv1.CloseSessionRequest{SessionId: s.id})
-		var e *Error
-		if err = wrapError(err); errors.As(err, &e) && e.Reason == "SESSION_NOT_FOUND" {
-			err = nil
-		}
-		s.closeErr = err
-	})
-	return s.closeErr
+	}
+	_, err := s.c.api.CloseSession(s.c.callContext(ctx, s.id, true), &gatewayv1.CloseSessionRequest{SessionId: s.id})
+	var e *Error
+	if err = wrapError(err); errors.As(err, &e) && e.Reason == "SESSION_NOT_FOUND" {
+		err = nil
+	}
+	if err != nil && ctx.Err() != nil {
+		return err // not an answer: the caller may try again
+	}
+	s.closed, s.closeErr = true, err
+	return err
 }

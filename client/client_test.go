@@ -75,16 +75,16 @@ func openSession(t testing.TB, c *client.Client) *client.Session {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
+		if err := s.Close(context.Background()); err != nil {
 			t.Errorf("close: %v", err)
 		}
 	})
 	return s
 }
 
-func collect(t testing.TB, seq func(func(*gatewayv1.WatchJobResponse, error) bool)) []*gatewayv1.WatchJobResponse {
+func collect(t testing.TB, seq func(func(*client.WatchItem, error) bool)) []*client.WatchItem {
 	t.Helper()
-	var items []*gatewayv1.WatchJobResponse
+	var items []*client.WatchItem
 	for item, err := range seq {
 		if err != nil {
 			t.Fatal(err)
@@ -178,28 +178,35 @@ func TestWatchStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	items := collect(t, s.Watch(ctx, job))
+	items := collect(t, s.Watch(ctx, job.ID))
 	if len(items) != 6 {
 		t.Fatalf("%d items: %v", len(items), items)
 	}
 	for i, it := range items[:5] {
-		if it.GetEvent().GetKind() != "log" || it.GetEvent().GetBody().GetStructValue().GetFields()["i"].GetNumberValue() != float64(i) {
-			t.Errorf("item %d: %v", i, it)
+		if it.Event == nil || it.Event.Kind != "log" || it.Event.Body.(map[string]any)["i"] != float64(i) {
+			t.Errorf("item %d: %+v", i, it)
 		}
-		if i > 0 && it.GetEventSeq() <= items[i-1].GetEventSeq() {
+		if it.Event != nil && it.Event.TS.IsZero() {
+			t.Errorf("item %d has no time", i)
+		}
+		if i > 0 && it.EventSeq <= items[i-1].EventSeq {
 			t.Errorf("event_seq not increasing at %d", i)
 		}
 	}
-	if got := items[5].GetResult().GetResult().AsInterface(); !reflect.DeepEqual(got, map[string]any{"count": 5.0}) {
-		t.Errorf("result %v", got)
+	if got := items[5].Result; got == nil || !reflect.DeepEqual(got.Result, map[string]any{"count": 5.0}) {
+		t.Errorf("result %+v", got)
 	}
-	replay := collect(t, s.WatchFrom(ctx, job, items[2].GetEventSeq()))
-	if len(replay) != 3 || replay[0].GetEventSeq() != items[3].GetEventSeq() {
-		t.Errorf("replay from %d: %v", items[2].GetEventSeq(), replay)
+	var typed struct{ Count int }
+	if err := items[5].Result.Decode(&typed); err != nil || typed.Count != 5 {
+		t.Errorf("Decode: %+v, %v", typed, err)
+	}
+	replay := collect(t, s.Watch(ctx, job.ID, client.FromEventSeq(items[2].EventSeq)))
+	if len(replay) != 3 || replay[0].EventSeq != items[3].EventSeq {
+		t.Errorf("replay from %d: %v", items[2].EventSeq, replay)
 	}
 	// Breaking out of the loop ends the stream (goleak checks in TestMain).
-	for it, err := range s.Watch(ctx, job) {
-		if err != nil || it.GetEvent() == nil {
+	for it, err := range s.Watch(ctx, job.ID) {
+		if err != nil || it.Event == nil {
 			t.Fatalf("first item %v, %v", it, err)
 		}
 		break
@@ -213,12 +220,12 @@ func TestCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Cancel(ctx, job, "test"); err != nil {
+	if err := s.Cancel(ctx, job.ID, "test"); err != nil {
 		t.Fatal(err)
 	}
-	items := collect(t, s.Watch(ctx, job))
-	last := items[len(items)-1].GetError()
-	if last.GetFinalStatus() != "cancelled" || last.GetCode() != "CANCELLED" {
+	items := collect(t, s.Watch(ctx, job.ID))
+	last := items[len(items)-1].Error
+	if last == nil || last.FinalStatus != "cancelled" || last.Code != "CANCELLED" {
 		t.Errorf("last item %v", items[len(items)-1])
 	}
 }
@@ -234,10 +241,10 @@ func TestStatusLiveThenNotFound(t *testing.T) {
 	if err != nil || st.GetStatus() != gatewayv1.SessionStatus_SESSION_STATUS_LIVE || st.GetPhase() != gatewayv1.SessionPhase_SESSION_PHASE_READY {
 		t.Fatalf("status %v, %v", st, err)
 	}
-	if err := s.Close(); err != nil {
+	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Close(); err != nil {
+	if err := s.Close(context.Background()); err != nil {
 		t.Fatal("second Close:", err)
 	}
 	st, err = c.Status(ctx, s.ID())
@@ -363,11 +370,11 @@ func TestMetadataOnEveryCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	collect(t, s.Watch(context.Background(), job))
+	collect(t, s.Watch(context.Background(), job.ID))
 	if _, err := s.Status(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Close(); err != nil {
+	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if len(r.calls) != 6 {
@@ -410,7 +417,7 @@ func TestRetryServiceConfig(t *testing.T) {
 		t.Errorf("retryable codes %v", got)
 	}
 	// The Python and TypeScript clients carry the same policy.
-	b, err := os.ReadFile("../clients/python/sessiongate/_gen/retry_service_config.json")
+	b, err := os.ReadFile("../clients/python/sessiongate/retry_service_config.json")
 	if err != nil {
 		t.Fatal(err)
 	}

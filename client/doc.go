@@ -6,8 +6,12 @@
 //	c, err := client.New("127.0.0.1:50051")
 //	defer c.Close()
 //	s, err := c.OpenSession(ctx, &gatewayv1.OpenSessionRequest{ClientName: "example"})
-//	defer s.Close()
+//	defer s.Close(ctx)
 //	res, err := s.Run(ctx, "echo", map[string]any{"hello": "world"})
+//	job, err := s.Submit(ctx, "stream", map[string]any{"count": 3})
+//	for item, err := range s.Watch(ctx, job.ID) { … }
+//
+// Install it from a clone with a replace or a workspace (client/README.md).
 //
 // # Timeouts
 //
@@ -45,10 +49,23 @@
 //
 // Job input is any value encoding/json can marshal; it travels as a
 // google.protobuf.Value, whose numbers are float64. Integers beyond ±2^53
-// would be rounded, so they are refused with an error rather than sent.
+// would be rounded, so they are refused rather than sent: input that cannot
+// be sent is an *InputError whose Path names the value (input.ids[1]).
 // Results come back as encoding/json would decode them into an any
 // (map[string]any, []any, float64, string, bool, nil); RunResult.Decode
 // decodes them into a value of your own type.
+//
+// # Watches
+//
+// Watch yields *WatchItem values: EventSeq and exactly one of Event, Result
+// and Error (a *JobError, itself an error). A watch resumes itself: when
+// its stream is cut by a hand-off, an unreachable owner, a draining gateway
+// or a dropped connection (UNAVAILABLE; Resumable says which), it re-opens
+// the stream from the last event_seq it delivered (the gateway delivers
+// exactly once from from_event_seq) after a jittered backoff, within the
+// context's deadline, so the loop sees every item once, in order.
+// WithoutResume turns that off. The rules live apart from the I/O in
+// resume.go and are property-tested.
 //
 // # Retries
 //
@@ -73,6 +90,8 @@
 //
 // A Client and its Sessions may be used by any number of goroutines. The
 // package starts no goroutines of its own beyond grpc-go's; a watch's stream
-// ends when its loop ends. Client.Close closes the connection New dialled;
-// Session.Close closes the session upstream and is idempotent.
+// ends when its loop ends (a backoff between resumes is a timer in the
+// loop's goroutine). Client.Close closes the connection New dialled;
+// Session.Close(ctx) closes the session upstream and is idempotent once
+// answered.
 package client

@@ -25,7 +25,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer s.Close()
+	defer s.Close(ctx)
 	res, err := s.Run(ctx, "echo", map[string]any{"hello": "world"})
 	if err != nil {
 		log.Fatal(err)
@@ -65,17 +65,27 @@ func ExampleSession_Watch() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	for item, err := range s.Watch(ctx, job) {
+	for item, err := range s.Watch(ctx, job.ID) {
 		if err != nil {
 			log.Fatal(err)
 		}
 		switch {
-		case item.GetEvent() != nil:
-			fmt.Println(item.GetEventSeq(), item.GetEvent().GetKind(), item.GetEvent().GetBody().AsInterface())
-		case item.GetResult() != nil:
-			fmt.Println("result", item.GetResult().GetResult().AsInterface())
-		case item.GetError() != nil:
-			fmt.Println("failed", item.GetError().GetCode())
+		case item.Event != nil:
+			fmt.Println(item.EventSeq, item.Event.Kind, item.Event.Body)
+		case item.Result != nil:
+			fmt.Println("result", item.Result.Result)
+		case item.Error != nil:
+			fmt.Println("failed", item.Error.Code)
 		}
+	}
+}
+
+// Input that cannot be sent is refused before the call, with its path.
+func ExampleInputError() {
+	var s *client.Session // from Client.OpenSession
+	_, err := s.Run(context.Background(), "echo", map[string]any{"ids": []any{1, 1 << 60}})
+	var ie *client.InputError
+	if errors.As(err, &ie) {
+		fmt.Println(ie.Path) // input.ids[1]
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"strconv"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -66,9 +67,9 @@ func extensionsProto(ext map[string]any) (map[string]*structpb.Value, error) {
 	}
 	out := make(map[string]*structpb.Value, len(ext))
 	for k, v := range ext {
-		pv, err := toValue(v)
+		pv, err := toValue(v, "extensions["+strconv.Quote(k)+"]")
 		if err != nil {
-			return nil, fmt.Errorf("sessiongate: extension %q: %w", k, err)
+			return nil, err
 		}
 		out[k] = pv
 	}

@@ -40,7 +40,7 @@ func TestSubmitExtras(t *testing.T) {
 	ctx := testContext(t, 20*time.Second)
 	s := openSession(t, newClient(t))
 	expires := time.Now().Add(time.Hour).Truncate(time.Second).UTC()
-	job, err := s.SubmitJob(ctx, "sleep", map[string]any{"ms": 50},
+	job, err := s.Submit(ctx, "sleep", map[string]any{"ms": 50},
 		client.AgentVersion("1.0.0"),
 		client.LeaseRequest(client.Lease{"fs.read": {"/workspace/**"}, "cost.budget": {"USD:5.00"}}),
 		client.LeaseExpiresAt(expires),
@@ -63,7 +63,7 @@ func TestSubmitExtras(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if item.GetEvent().GetProgress() != nil {
+		if item.Event != nil && item.Event.Progress != nil && item.Event.Progress.Total != nil {
 			progress++
 		}
 	}
@@ -120,7 +120,7 @@ func TestTraceparentFromSpan(t *testing.T) {
 		t.Errorf("sent traceparent %q", got)
 	}
 
-	job, err := s.SubmitJob(sctx, "echo", "x", client.Traceparent(testTraceparent))
+	job, err := s.Submit(sctx, "echo", "x", client.Traceparent(testTraceparent))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +209,7 @@ func TestSubscribe(t *testing.T) {
 	ctx := testContext(t, 20*time.Second)
 	c := newClient(t)
 	a, b := openSession(t, c), openSession(t, c)
-	job, err := a.SubmitJob(ctx, "stream", map[string]any{"count": 4, "interval_ms": 50},
+	job, err := a.Submit(ctx, "stream", map[string]any{"count": 4, "interval_ms": 50},
 		client.LeaseRequest(client.Lease{"cost.budget": {"USD:2.50"}}), client.Traceparent(testTraceparent))
 	if err != nil {
 		t.Fatal(err)
@@ -226,7 +226,7 @@ func TestSubscribe(t *testing.T) {
 	err = b.Cancel(ctx, job.ID, "not mine")
 	wantErrCode(t, "subscriber cancels", err, codes.PermissionDenied)
 	items := collect(t, b.Watch(ctx, job.ID))
-	if len(items) == 0 || items[len(items)-1].GetResult() == nil {
+	if len(items) == 0 || items[len(items)-1].Result == nil {
 		t.Errorf("watch from the subscriber: %v", items)
 	}
 	_, err = b.Subscribe(ctx, "job_nope")

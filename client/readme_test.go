@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// TestREADMEExample runs README.md's "Calling from Go" program verbatim,
+// TestREADMEExample runs client/README.md's example program verbatim,
 // with the test gateway's address in place of 127.0.0.1:50051. The program
 // is compiled inside this module through a build overlay, so nothing is
 // written to the work tree.
@@ -19,14 +19,14 @@ func TestREADMEExample(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs a program")
 	}
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, rest, ok := strings.Cut(string(readme), "<!-- go-example:begin -->")
 	block, _, ok2 := strings.Cut(rest, "<!-- go-example:end -->")
 	if !ok || !ok2 {
-		t.Fatal("README.md has no go-example block")
+		t.Fatal("client/README.md has no go-example block")
 	}
 	block = strings.TrimSpace(block)
 	block = strings.TrimPrefix(block, "```go")
@@ -54,7 +54,7 @@ func TestREADMEExample(t *testing.T) {
 	if err != nil {
 		t.Fatalf("README example: %v\n%s", err, out)
 	}
-	for _, want := range []string{"map[hello:world n:3]", "map[count:3]", "timed out"} {
+	for _, want := range []string{"map[hello:world n:3]", "result map[count:3]", "refused: input.ids[1]", "timed out"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

@@ -115,7 +115,7 @@ func TestWindowBytes(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if err := sess.Close(); err != nil {
+			if err := sess.Close(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			pings, window := clientFrames(t, rec.Load().sent())

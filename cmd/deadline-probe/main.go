@@ -226,7 +226,7 @@ func probeGo(ctx context.Context, addr string, n, conc int, retry bool, fixedMS 
 	if err != nil {
 		return result{}, err
 	}
-	defer s.Close()
+	defer s.Close(context.WithoutCancel(ctx))
 
 	res := result{Lang: "go", Retry: retry, DeadlineMS: fixedMS, Agent: probeAgent, N: n, Limits: map[string]int{}}
 	var mu sync.Mutex

@@ -14,9 +14,19 @@ bool, None); see :mod:`sessiongate._values` for how numbers cross the wire
 :class:`~sessiongate.errors.GatewayError` subclasses; a timeout with the
 gateway's details raises :class:`TimeoutExceededError`.
 
-The generated protobuf and gRPC modules are in ``sessiongate._gen`` (made by
-clients/generate.sh; do not edit them).
+:mod:`sessiongate.aio` is the same client on asyncio (``grpc.aio``).
+
+The generated protobuf and gRPC modules are public in :mod:`sessiongate.pb`
+(made by clients/generate.sh from a renamed copy of the protos, so they load
+beside your own stubs of the same protos).
 """
+
+import pkgutil
+
+# Stubs a user generates from the same protos are modules named
+# sessiongate.v1.sessiongate_pb2 (protoc names modules after files): let them
+# be found in any sessiongate/ directory on sys.path, beside this package.
+__path__ = pkgutil.extend_path(__path__, __name__)
 
 from ._client import (
     SESSION_METADATA_KEY,
@@ -33,6 +43,7 @@ from ._client import (
     Phase,
     Progress,
     ResultChunk,
+    RunCall,
     RunResult,
     Session,
     SessionInfo,
@@ -44,21 +55,29 @@ from ._client import (
     retry_service_config,
     trace_metadata,
 )
+from ._resume import RESUMABLE_REASONS, ResumePolicy
 from ._values import MAX_EXACT_INT
 from .errors import (
+    ERROR_CLASSES,
+    AbortedError,
     AlreadyExistsError,
     CancelledError,
+    ClientClosedError,
+    DataLossError,
     DeadlineExceededError,
     FailedPreconditionError,
     GatewayError,
     InternalError,
     InvalidArgumentError,
     NotFoundError,
+    OutOfRangeError,
     PermissionDeniedError,
     ResourceExhaustedError,
     TimeoutExceededError,
     UnauthenticatedError,
     UnavailableError,
+    UnimplementedError,
+    UnknownError,
 )
 
 __all__ = [
@@ -66,6 +85,9 @@ __all__ = [
     "Session",
     "Watch",
     "WatchItem",
+    "ResumePolicy",
+    "RESUMABLE_REASONS",
+    "RunCall",
     "Job",
     "JobEvent",
     "JobResult",
@@ -100,6 +122,13 @@ __all__ = [
     "CancelledError",
     "DeadlineExceededError",
     "TimeoutExceededError",
+    "UnknownError",
+    "AbortedError",
+    "OutOfRangeError",
+    "UnimplementedError",
+    "DataLossError",
+    "ClientClosedError",
+    "ERROR_CLASSES",
 ]
 
 __version__ = "0.1.0"

@@ -4,20 +4,23 @@ import enum
 import json
 import math
 import re
+import threading
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib import resources
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import grpc
 
-from ._gen.sessiongate.v1 import sessiongate_pb2 as pb
-from ._gen.sessiongate.v1 import sessiongate_pb2_grpc as pb_grpc
 from ._depth import check_input_depth
 from ._idempotency import call_key
 from ._limits import with_receive_limit
+from ._resume import ResumePolicy, Resumer
 from ._values import from_raw_or_value, to_value
-from .errors import GatewayError, from_rpc_error
+from .errors import CancelledError, ClientClosedError, GatewayError, from_rpc_error
+from .pb.sessiongate.v1 import sessiongate_pb2 as pb
+from .pb.sessiongate.v1 import sessiongate_pb2_grpc as pb_grpc
 
 TIMEOUT_METADATA_KEY = "x-timeout-ms"
 """Request metadata asking the gateway for a timeout, in milliseconds."""
@@ -65,7 +68,7 @@ def retry_service_config() -> str:
     """The gRPC service config (JSON) of sessiongate's published retry policy:
     DEADLINE_EXCEEDED and UNAVAILABLE retried with exponential backoff under a
     retry budget. :class:`Gateway` applies it unless told not to."""
-    return resources.files(__package__).joinpath("_gen/retry_service_config.json").read_text()
+    return resources.files(__package__).joinpath("retry_service_config.json").read_text()
 
 
 class Status(str, enum.Enum):
@@ -220,7 +223,7 @@ class ResultChunk:
 @dataclass(frozen=True)
 class JobEvent:
     """An intermediate event of a watched job; ``progress`` or
-    ``result_chunk`` is set for those kinds."""
+    ``result_chunk`` is set for those kinds. ``ts`` is aware (UTC)."""
 
     event_seq: int
     kind: str
@@ -260,14 +263,13 @@ WatchItem = Union[JobEvent, JobResult, JobError]
 
 
 def _ts(msg: Any, name: str) -> Optional[datetime]:
+    """A Timestamp field as an aware datetime (UTC), None when unset."""
     if not msg.HasField(name):
         return None
-    return getattr(msg, name).ToDatetime()
+    return getattr(msg, name).ToDatetime().replace(tzinfo=timezone.utc)
 
 
-def _aware(msg: Any, name: str) -> Optional[datetime]:
-    t = _ts(msg, name)
-    return t.replace(tzinfo=timezone.utc) if t is not None else None
+_aware = _ts
 
 
 def _lease_out(msg: Any) -> Optional[Lease]:
@@ -299,6 +301,101 @@ def _job_info(j: Any) -> JobInfo:
         created_at=_aware(j, "create_time"),
         trace_id=j.trace_id,
         last_event_seq=j.last_event_seq,
+    )
+
+
+def _session_status(r: Any) -> SessionStatus:
+    return SessionStatus(
+        status=_enum(Status, pb.SessionStatus, "SESSION_STATUS_", r.status),
+        phase=_enum(Phase, pb.SessionPhase, "SESSION_PHASE_", r.phase),
+        runtime=r.runtime,
+        features=list(r.features),
+        last_event_seq=r.last_event_seq,
+        generation=r.generation,
+        instance_id=r.instance_id,
+    )
+
+
+def _session_info(s: Any) -> SessionInfo:
+    return SessionInfo(
+        session_id=s.session_id,
+        phase=_enum(Phase, pb.SessionPhase, "SESSION_PHASE_", s.phase),
+        runtime=s.runtime,
+        opened_at=_ts(s, "opened_at"),
+        active_jobs=s.active_jobs,
+    )
+
+
+def _run_result(r: Any) -> RunResult:
+    return RunResult(
+        job_id=r.job_id,
+        result=from_raw_or_value(r.raw_result, r.result),
+        summary=r.summary,
+        agent=r.agent,
+        trace_id=r.trace_id,
+        lease=_lease_out(r),
+        lease_expires_at=_expires_out(r),
+        budget=dict(r.budget),
+        result_id=r.result_id,
+        result_size=r.result_size,
+        extensions=_ext_out(r.extensions),
+    )
+
+
+def _job(r: Any) -> Job:
+    return Job(
+        job_id=r.job_id,
+        accepted_at=_ts(r, "accepted_at"),
+        agent=r.agent,
+        trace_id=r.trace_id,
+        lease=_lease_out(r),
+        lease_expires_at=_expires_out(r),
+        budget=dict(r.budget),
+        extensions=_ext_out(r.extensions),
+    )
+
+
+def _watch_item(m: Any) -> WatchItem:
+    item = m.WhichOneof("item")
+    ext = _ext_out(m.extensions)
+    if item == "event":
+        e = m.event
+        progress = chunk = None
+        if e.HasField("progress"):
+            p = e.progress
+            total = p.total if p.HasField("total") else None
+            progress = Progress(current=p.current, total=total, units=p.units, message=p.message)
+        if e.HasField("result_chunk"):
+            c = e.result_chunk
+            chunk = ResultChunk(result_id=c.result_id, chunk_seq=c.chunk_seq, encoding=c.encoding, more=c.more)
+        return JobEvent(
+            event_seq=m.event_seq,
+            kind=e.kind,
+            ts=_ts(e, "ts"),
+            body=from_raw_or_value(e.raw_body, e.body),
+            progress=progress,
+            result_chunk=chunk,
+            extensions=ext,
+        )
+    if item == "result":
+        r = m.result
+        return JobResult(
+            event_seq=m.event_seq,
+            result=from_raw_or_value(r.raw_result, r.result),
+            summary=r.summary,
+            result_id=r.result_id,
+            result_size=r.result_size,
+            extensions=ext,
+        )
+    e = m.error
+    return JobError(
+        event_seq=m.event_seq,
+        final_status=e.final_status,
+        code=e.code,
+        message=e.message,
+        retryable=e.retryable,
+        details=from_raw_or_value(e.raw_details, e.details),
+        extensions=ext,
     )
 
 
@@ -374,6 +471,7 @@ class Gateway:
         self._channel = channel
         self._stub = pb_grpc.SessionGatewayStub(channel)
         self._auth: Metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        self._closed = False
 
     # -- plumbing -------------------------------------------------------
 
@@ -401,12 +499,28 @@ class Gateway:
         server_timeout: Optional[float] = None,
         metadata: Sequence[Tuple[str, str]] = (),
     ) -> Any:
+        md = self._metadata(timeout, session_id, server_timeout, metadata)
         try:
-            return getattr(self._stub, method)(
-                request, timeout=timeout, metadata=self._metadata(timeout, session_id, server_timeout, metadata)
-            )
+            return self._invoke(lambda: getattr(self._stub, method)(request, timeout=timeout, metadata=md))
         except grpc.RpcError as err:
-            raise from_rpc_error(err) from None
+            raise self._error(err) from None
+
+    def _invoke(self, start: Callable[[], Any]) -> Any:
+        """Start a call; on a closed Gateway (or a channel its owner
+        closed), raise ClientClosedError rather than grpcio's ValueError."""
+        if self._closed:
+            raise ClientClosedError()
+        try:
+            return start()
+        except ValueError as err:
+            if "closed channel" in str(err):
+                raise ClientClosedError() from None
+            raise
+
+    def _error(self, err: grpc.RpcError) -> GatewayError:
+        if self._closed and err.code() == grpc.StatusCode.CANCELLED:
+            return ClientClosedError("the Gateway was closed during the call")
+        return from_rpc_error(err)
 
     # -- API ------------------------------------------------------------
 
@@ -438,32 +552,18 @@ class Gateway:
     def status(self, session_id: str, *, timeout: Optional[float] = None) -> SessionStatus:
         """Probe a session's liveness (side-effect free)."""
         r = self._unary("GetSessionStatus", pb.GetSessionStatusRequest(session_id=session_id), timeout, session_id)
-        return SessionStatus(
-            status=_enum(Status, pb.SessionStatus, "SESSION_STATUS_", r.status),
-            phase=_enum(Phase, pb.SessionPhase, "SESSION_PHASE_", r.phase),
-            runtime=r.runtime,
-            features=list(r.features),
-            last_event_seq=r.last_event_seq,
-            generation=r.generation,
-            instance_id=r.instance_id,
-        )
+        return _session_status(r)
 
     def list_sessions(self, *, timeout: Optional[float] = None) -> List[SessionInfo]:
         """The caller's sessions, oldest first."""
         r = self._unary("ListSessions", pb.ListSessionsRequest(), timeout)
-        return [
-            SessionInfo(
-                session_id=s.session_id,
-                phase=_enum(Phase, pb.SessionPhase, "SESSION_PHASE_", s.phase),
-                runtime=s.runtime,
-                opened_at=_ts(s, "opened_at"),
-                active_jobs=s.active_jobs,
-            )
-            for s in r.sessions
-        ]
+        return [_session_info(s) for s in r.sessions]
 
     def close(self) -> None:
-        """Close the channel (if the Gateway opened it). Idempotent."""
+        """Close the channel (if the Gateway opened it). Idempotent. Calls
+        in flight end, and later calls fail, with
+        :class:`~sessiongate.ClientClosedError`."""
+        self._closed = True
         if self._own_channel:
             self._channel.close()
 
@@ -540,7 +640,13 @@ class Session:
         ``lease_expires_at`` (an aware datetime in the future) bounds the
         lease; ``extensions`` (``x-vendor.*`` keys) go on the submit envelope;
         ``metadata`` is sent with the call, e.g.
-        ``metadata=sessiongate.trace_metadata(traceparent)``."""
+        ``metadata=sessiongate.trace_metadata(traceparent)``.
+
+        The job is cancelled when the call ends early: when ``timeout``
+        passes, or when the waiting thread is interrupted (KeyboardInterrupt
+        or any other exception): the call is cancelled and the gateway
+        cancels the job upstream. To cancel from another thread, use
+        :meth:`run_future`."""
         req = pb.RunJobRequest(
             session_id=self.id, agent=agent, idempotency_key=call_key(idempotency_key), max_runtime_sec=max_runtime_sec
         )
@@ -548,20 +654,45 @@ class Session:
             check_input_depth(input)
             to_value(input, req.input)
         _job_extras(req, agent_version, lease, lease_expires_at, extensions)
-        r = self._unary("RunJob", req, timeout, server_timeout, metadata)
-        return RunResult(
-            job_id=r.job_id,
-            result=from_raw_or_value(r.raw_result, r.result),
-            summary=r.summary,
-            agent=r.agent,
-            trace_id=r.trace_id,
-            lease=_lease_out(r),
-            lease_expires_at=_expires_out(r),
-            budget=dict(r.budget),
-            result_id=r.result_id,
-            result_size=r.result_size,
-            extensions=_ext_out(r.extensions),
+        call = self._run_call(req, timeout, server_timeout, metadata)
+        try:
+            return call.result()
+        except BaseException:
+            call.cancel()
+            raise
+
+    def run_future(
+        self,
+        agent: str,
+        input: Any = None,
+        *,
+        idempotency_key: str = "",
+        max_runtime_sec: int = 0,
+        agent_version: str = "",
+        lease: Optional[Mapping[str, Sequence[str]]] = None,
+        lease_expires_at: Optional[datetime] = None,
+        extensions: Optional[Mapping[str, Any]] = None,
+        metadata: Sequence[Tuple[str, str]] = (),
+        timeout: Optional[float] = None,
+        server_timeout: Optional[float] = None,
+    ) -> "RunCall":
+        """Start a job as :meth:`run` does, without waiting: the returned
+        :class:`RunCall`'s ``result()`` waits, its ``cancel()`` (from any
+        thread) cancels the call and with it the job."""
+        req = pb.RunJobRequest(
+            session_id=self.id, agent=agent, idempotency_key=idempotency_key, max_runtime_sec=max_runtime_sec
         )
+        if input is not None:
+            to_value(input, req.input)
+        _job_extras(req, agent_version, lease, lease_expires_at, extensions)
+        return self._run_call(req, timeout, server_timeout, metadata)
+
+    def _run_call(
+        self, req: Any, timeout: Optional[float], server_timeout: Optional[float], metadata: Sequence[Tuple[str, str]]
+    ) -> "RunCall":
+        gw = self._gw
+        md = gw._metadata(timeout, self.id, server_timeout, metadata)
+        return RunCall(gw, gw._invoke(lambda: gw._stub.RunJob.future(req, timeout=timeout, metadata=md)))
 
     def submit(
         self,
@@ -588,16 +719,7 @@ class Session:
             to_value(input, req.input)
         _job_extras(req, agent_version, lease, lease_expires_at, extensions)
         r = self._unary("SubmitJob", req, timeout, server_timeout, metadata)
-        return Job(
-            job_id=r.job_id,
-            accepted_at=_ts(r, "accepted_at"),
-            agent=r.agent,
-            trace_id=r.trace_id,
-            lease=_lease_out(r),
-            lease_expires_at=_expires_out(r),
-            budget=dict(r.budget),
-            extensions=_ext_out(r.extensions),
-        )
+        return _job(r)
 
     def list_jobs(
         self,
@@ -649,15 +771,27 @@ class Session:
         from_event_seq: int = 0,
         timeout: Optional[float] = None,
         server_timeout: Optional[float] = None,
+        resume: Union[bool, ResumePolicy] = True,
     ) -> "Watch":
         """Stream a job's events; the last item is a :class:`JobResult` or a
-        :class:`JobError`. Iterate the returned :class:`Watch`."""
+        :class:`JobError`. Iterate the returned :class:`Watch`.
+
+        A watch resumes itself: when the stream is cut by a hand-off, an
+        unreachable owner, a draining gateway or a dropped connection
+        (UNAVAILABLE), it is re-opened from the last event_seq delivered,
+        with backoff, within ``timeout`` (which bounds the whole watch), so
+        every event arrives once, in order. ``resume=False`` turns that off;
+        a :class:`~sessiongate.ResumePolicy` tunes it."""
         job_id = job.job_id if isinstance(job, Job) else job
-        req = pb.WatchJobRequest(session_id=self.id, job_id=job_id, from_event_seq=from_event_seq)
-        call = self._gw._stub.WatchJob(
-            req, timeout=timeout, metadata=self._gw._metadata(timeout, self.id, server_timeout)
-        )
-        return Watch(call)
+        gw = self._gw
+
+        def open_call(cursor: int, remaining: Optional[float]) -> Any:
+            req = pb.WatchJobRequest(session_id=self.id, job_id=job_id, from_event_seq=cursor)
+            md = gw._metadata(remaining, self.id, server_timeout)
+            return gw._invoke(lambda: gw._stub.WatchJob(req, timeout=remaining, metadata=md))
+
+        policy = ResumePolicy() if resume is True else (resume or None)
+        return Watch(gw, open_call, from_event_seq, timeout, policy)
 
     def cancel(self, job: Union[str, Job], reason: str = "", *, timeout: Optional[float] = None) -> None:
         """Ask the runtime to cancel a job; the job ends with a CANCELLED error."""
@@ -687,66 +821,95 @@ class Session:
         self.close()
 
 
-class Watch:
-    """An iterator over a watched job's items. ``cancel()`` (or leaving a
-    ``with`` block) ends the stream early; errors raise the typed
-    :class:`~sessiongate.GatewayError`."""
+class RunCall:
+    """A RunJob call in flight, from :meth:`Session.run_future`. Its methods
+    may be called from any thread."""
 
-    def __init__(self, call: Any) -> None:
-        self._call = call
+    def __init__(self, gateway: Gateway, future: Any) -> None:
+        self._gw = gateway
+        self._future = future
+
+    def result(self, timeout: Optional[float] = None) -> RunResult:
+        """Wait for the job's result (at most ``timeout`` seconds: then the
+        builtin TimeoutError, and the call goes on). Raises the typed
+        :class:`~sessiongate.GatewayError` of a failed call, and
+        :class:`~sessiongate.CancelledError` once :meth:`cancel` won."""
+        try:
+            r = self._future.result(timeout=timeout)
+        except grpc.FutureCancelledError:
+            raise CancelledError(grpc.StatusCode.CANCELLED, "the call was cancelled by the caller") from None
+        except grpc.FutureTimeoutError:
+            raise TimeoutError(f"no result within {timeout} s (the call goes on)") from None
+        except grpc.RpcError as err:
+            raise self._gw._error(err) from None
+        return _run_result(r)
+
+    def cancel(self) -> bool:
+        """Cancel the call; the gateway then cancels the job upstream (the
+        runtime sees it cancelled). False when the call had already ended."""
+        return bool(self._future.cancel())
+
+    def cancelled(self) -> bool:
+        return bool(self._future.cancelled())
+
+    def done(self) -> bool:
+        return bool(self._future.done())
+
+
+class Watch:
+    """An iterator over a watched job's items, resumed across cuts (see
+    :meth:`Session.watch`). ``cancel()`` (or leaving a ``with`` block) ends
+    the stream early; errors raise the typed
+    :class:`~sessiongate.GatewayError`. ``resumes`` counts the re-opens,
+    ``cuts`` holds the errors they followed."""
+
+    def __init__(
+        self,
+        gateway: Gateway,
+        open_call: Callable[[int, Optional[float]], Any],
+        from_event_seq: int,
+        timeout: Optional[float],
+        policy: Optional[ResumePolicy],
+    ) -> None:
+        if timeout is not None and timeout <= 0:
+            raise ValueError("timeout must be positive (seconds)")
+        self._gw = gateway
+        self._open = open_call
+        deadline = time.monotonic() + timeout if timeout is not None else None
+        self._resumer = Resumer(from_event_seq, policy, deadline)
+        self._cancelled = threading.Event()
+        self._call = open_call(from_event_seq, timeout)
+
+    @property
+    def resumes(self) -> int:
+        return self._resumer.resumes
+
+    @property
+    def cuts(self) -> List[GatewayError]:
+        return list(self._resumer.cuts)
 
     def __iter__(self) -> Iterator[WatchItem]:
         return self
 
     def __next__(self) -> WatchItem:
-        try:
-            m = next(self._call)
-        except grpc.RpcError as err:
-            raise from_rpc_error(err) from None
-        item = m.WhichOneof("item")
-        ext = _ext_out(m.extensions)
-        if item == "event":
-            e = m.event
-            progress = chunk = None
-            if e.HasField("progress"):
-                p = e.progress
-                total = p.total if p.HasField("total") else None
-                progress = Progress(current=p.current, total=total, units=p.units, message=p.message)
-            if e.HasField("result_chunk"):
-                c = e.result_chunk
-                chunk = ResultChunk(result_id=c.result_id, chunk_seq=c.chunk_seq, encoding=c.encoding, more=c.more)
-            return JobEvent(
-                event_seq=m.event_seq,
-                kind=e.kind,
-                ts=_ts(e, "ts"),
-                body=from_raw_or_value(e.raw_body, e.body),
-                progress=progress,
-                result_chunk=chunk,
-                extensions=ext,
-            )
-        if item == "result":
-            r = m.result
-            return JobResult(
-                event_seq=m.event_seq,
-                result=from_raw_or_value(r.raw_result, r.result),
-                summary=r.summary,
-                result_id=r.result_id,
-                result_size=r.result_size,
-                extensions=ext,
-            )
-        e = m.error
-        return JobError(
-            event_seq=m.event_seq,
-            final_status=e.final_status,
-            code=e.code,
-            message=e.message,
-            retryable=e.retryable,
-            details=from_raw_or_value(e.raw_details, e.details),
-            extensions=ext,
-        )
+        while True:
+            if self._resumer.done:
+                raise StopIteration
+            try:
+                m = next(self._call)
+            except grpc.RpcError as err:
+                gerr = self._gw._error(err)
+                delay = None if self._cancelled.is_set() else self._resumer.cut(gerr, time.monotonic())
+                if delay is None or self._cancelled.wait(delay):
+                    raise gerr from None
+                self._call = self._open(self._resumer.cursor, self._resumer.remaining(time.monotonic()))
+                continue
+            if self._resumer.deliver(m.event_seq, m.WhichOneof("item") != "event"):
+                return _watch_item(m)
 
     def cancel(self) -> None:
         """End the stream early (the job goes on; see :meth:`Session.cancel`)."""
+        self._cancelled.set()
         self._call.cancel()
 
     def __enter__(self) -> "Watch":

@@ -8,6 +8,10 @@ on the server raises :class:`TimeoutExceededError`, which carries the
 budget and the time elapsed. A DEADLINE_EXCEEDED without that detail (the
 caller's own timer fired first) raises the plain :class:`DeadlineExceededError`.
 Both are also :class:`TimeoutError`, so ``except TimeoutError`` catches them.
+
+Every gRPC status code has its class (:data:`ERROR_CLASSES`); a call made on a
+closed :class:`~sessiongate.Gateway` raises :class:`ClientClosedError` (a
+:class:`CancelledError`), never grpcio's own ``ValueError``.
 """
 
 from __future__ import annotations
@@ -16,13 +20,10 @@ from typing import Dict, Mapping, Optional, Type
 
 import grpc
 
-try:
-    # googleapis-common-protos, when installed: its google.rpc files and ours
-    # cannot both be in protobuf's default descriptor pool.
-    from google.rpc import error_details_pb2, status_pb2  # type: ignore[import-not-found]
-except ImportError:
-    from ._gen.google.rpc import error_details_pb2, status_pb2
-from ._gen.timeoutprofile.v1 import timeoutprofile_pb2
+# Our own renamed copies: they load beside googleapis-common-protos' google.rpc
+# (see sessiongate.pb).
+from .pb.google.rpc import error_details_pb2, status_pb2
+from .pb.timeoutprofile.v1 import timeoutprofile_pb2
 
 __all__ = [
     "GatewayError",
@@ -38,6 +39,13 @@ __all__ = [
     "CancelledError",
     "DeadlineExceededError",
     "TimeoutExceededError",
+    "UnknownError",
+    "AbortedError",
+    "OutOfRangeError",
+    "UnimplementedError",
+    "DataLossError",
+    "ClientClosedError",
+    "ERROR_CLASSES",
 ]
 
 _STATUS_DETAILS_KEY = "grpc-status-details-bin"
@@ -130,6 +138,35 @@ class CancelledError(GatewayError):
     """CANCELLED: the call, or the job it waited for, was cancelled."""
 
 
+class UnknownError(GatewayError):
+    """UNKNOWN: an error without a status, e.g. from a proxy."""
+
+
+class AbortedError(GatewayError):
+    """ABORTED: the job ended with an error of its own (the ARCP code is
+    ``reason``, e.g. ``"INTERNAL_ERROR"``), or a conflict to retry higher up."""
+
+
+class OutOfRangeError(GatewayError):
+    """OUT_OF_RANGE."""
+
+
+class UnimplementedError(GatewayError, NotImplementedError):
+    """UNIMPLEMENTED: a method this gateway does not serve."""
+
+
+class DataLossError(GatewayError):
+    """DATA_LOSS."""
+
+
+class ClientClosedError(CancelledError):
+    """A call made on a closed :class:`~sessiongate.Gateway` (code CANCELLED,
+    reason ``CLIENT_CLOSED``, domain ``sessiongate.client``)."""
+
+    def __init__(self, message: str = "the Gateway is closed") -> None:
+        super().__init__(grpc.StatusCode.CANCELLED, message, reason="CLIENT_CLOSED", domain="sessiongate.client")
+
+
 class DeadlineExceededError(GatewayError, TimeoutError):
     """DEADLINE_EXCEEDED without timeout details: typically the caller's own
     timer fired before the gateway's answer arrived."""
@@ -179,7 +216,15 @@ _BY_CODE: Dict[grpc.StatusCode, Type[GatewayError]] = {
     grpc.StatusCode.INTERNAL: InternalError,
     grpc.StatusCode.CANCELLED: CancelledError,
     grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceededError,
+    grpc.StatusCode.UNKNOWN: UnknownError,
+    grpc.StatusCode.ABORTED: AbortedError,
+    grpc.StatusCode.OUT_OF_RANGE: OutOfRangeError,
+    grpc.StatusCode.UNIMPLEMENTED: UnimplementedError,
+    grpc.StatusCode.DATA_LOSS: DataLossError,
 }
+
+ERROR_CLASSES: Mapping[grpc.StatusCode, Type[GatewayError]] = dict(_BY_CODE)
+"""The class raised for each gRPC status code other than OK."""
 
 
 def from_rpc_error(err: grpc.RpcError) -> GatewayError:

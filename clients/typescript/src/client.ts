@@ -14,6 +14,7 @@ import {
 } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate, type Timestamp, type Value } from "@bufbuild/protobuf/wkt";
 import * as grpc from "@grpc/grpc-js";
+import { setTimeout as sleep } from "node:timers/promises";
 
 import { fromServiceError, GatewayError } from "./errors.js";
 import { checkedDepth } from "./depth.js";
@@ -31,6 +32,7 @@ import {
   type OpenSessionResponse,
   type WatchJobResponse,
 } from "./gen/sessiongate/v1/sessiongate_pb.js";
+import { Resumer, type ResumePolicy } from "./resume.js";
 import { fromRawOrValue, toValue, type JsonValue } from "./values.js";
 
 /** Request metadata asking the gateway for a timeout, in milliseconds. */
@@ -132,6 +134,14 @@ export interface SubscribeOptions extends CallOptions {
 export interface WatchOptions extends CallOptions {
   /** Deliver only items with eventSeq greater than this (0 = from the start). */
   fromEventSeq?: bigint | number;
+  /**
+   * Re-open the watch from the last eventSeq delivered when the stream is
+   * cut by a hand-off, an unreachable owner, a draining gateway or a dropped
+   * connection (UNAVAILABLE), with backoff, within timeoutMs (which bounds
+   * the whole watch): every event arrives once, in order. Default true;
+   * false turns it off; a ResumePolicy tunes it.
+   */
+  resume?: boolean | ResumePolicy;
 }
 
 /** Options of the Gateway. */
@@ -172,14 +182,18 @@ export type Liveness = "unspecified" | "live" | "not_found";
 /** Where a live session's upstream connection stands. */
 export type Phase = "unspecified" | "ready" | "reconnecting" | "closing";
 
-/** The answer of the liveness probe. uint64 fields are bigints. */
+/**
+ * The answer of the liveness probe. uint64 fields are numbers (exact up to
+ * 2^53, far beyond any seq or generation), so results serialise with
+ * JSON.stringify.
+ */
 export interface SessionStatus {
   status: Liveness;
   phase: Phase;
   runtime: string;
   features: string[];
-  lastEventSeq: bigint;
-  generation: bigint;
+  lastEventSeq: number;
+  generation: number;
   instanceId: string;
 }
 
@@ -214,7 +228,7 @@ export interface RunResult extends Grant {
   /** Set when the result was streamed in chunks (result is then the assembled result). */
   resultId: string;
   /** The streamed result's size in bytes. */
-  resultSize: bigint;
+  resultSize: number;
   /** Vendor extensions of the result envelope. */
   extensions: Record<string, JsonValue>;
 }
@@ -244,14 +258,14 @@ export interface JobInfo {
   parentJobId: string;
   createdAt?: Date;
   traceId: string;
-  lastEventSeq: bigint;
+  lastEventSeq: number;
 }
 
 /** The answer of subscribe. */
 export interface Subscription {
   job: JobInfo;
   /** The event_seq the subscription starts from, when the runtime says. */
-  subscribedFrom: bigint;
+  subscribedFrom: number;
   /** Whether buffered history was replayed. */
   replayed: boolean;
 }
@@ -267,7 +281,7 @@ export interface Progress {
 /** The metadata of one chunk of a streamed result; the data is the event's body. */
 export interface ResultChunk {
   resultId: string;
-  chunkSeq: bigint;
+  chunkSeq: number;
   /** "utf8" or "base64". */
   encoding: string;
   more: boolean;
@@ -277,7 +291,7 @@ export interface ResultChunk {
 export type WatchItem = (
   | {
       type: "event";
-      eventSeq: bigint;
+      eventSeq: number;
       kind: string;
       ts?: Date;
       body: JsonValue;
@@ -286,10 +300,10 @@ export type WatchItem = (
       /** Set for kind "result_chunk". */
       resultChunk?: ResultChunk;
     }
-  | { type: "result"; eventSeq: bigint; result: JsonValue; summary: string; resultId: string; resultSize: bigint }
+  | { type: "result"; eventSeq: number; result: JsonValue; summary: string; resultId: string; resultSize: number }
   | {
       type: "error";
-      eventSeq: bigint;
+      eventSeq: number;
       /** "error", "cancelled" or "timed_out". */
       finalStatus: string;
       /** The ARCP error code, e.g. "CANCELLED". */
@@ -311,6 +325,8 @@ const phase = (p: PbPhase): Phase =>
     Phase
   >)[p] ?? "unspecified";
 const date = (t: Timestamp | undefined): Date | undefined => (t ? timestampDate(t) : undefined);
+/** A uint64 as a number: exact up to 2^53 (seqs, sizes and generations stay far below). */
+const u64 = (v: bigint): number => Number(v);
 const jobStates: Record<number, JobState> = {
   [PbJobState.PENDING]: "pending",
   [PbJobState.RUNNING]: "running",
@@ -350,7 +366,7 @@ const jobInfo = (j: PbJob | undefined): JobInfo => ({
   parentJobId: j?.parentJobId ?? "",
   createdAt: date(j?.createTime),
   traceId: j?.traceId ?? "",
-  lastEventSeq: j?.lastEventSeq ?? 0n,
+  lastEventSeq: u64(j?.lastEventSeq ?? 0n),
 });
 
 function jobExtras(o: JobOptions) {
@@ -508,8 +524,8 @@ export class Gateway implements Disposable {
       phase: phase(r.phase),
       runtime: r.runtime,
       features: r.features,
-      lastEventSeq: r.lastEventSeq,
-      generation: r.generation,
+      lastEventSeq: u64(r.lastEventSeq),
+      generation: u64(r.generation),
       instanceId: r.instanceId,
     };
   }
@@ -586,7 +602,7 @@ export class Session implements AsyncDisposable {
       summary: r.summary,
       ...grant(r),
       resultId: r.resultId,
-      resultSize: r.resultSize,
+      resultSize: u64(r.resultSize),
       extensions: extOut(r.extensions),
     };
   }
@@ -642,18 +658,40 @@ export class Session implements AsyncDisposable {
       o,
       this.id,
     );
-    return { job: jobInfo(r.job), subscribedFrom: r.subscribedFrom, replayed: r.replayed };
+    return { job: jobInfo(r.job), subscribedFrom: u64(r.subscribedFrom), replayed: r.replayed };
   }
 
   /**
    * Streams a job's items, ending with its result or error. Leaving the
    * `for await` loop early ends the stream (the job goes on; see cancel).
+   * A cut stream is re-opened from the last item delivered (see
+   * WatchOptions.resume): every item arrives once, in order.
    */
   async *watch(job: string | Job, o: WatchOptions = {}): AsyncGenerator<WatchItem, void, undefined> {
     const jobId = typeof job === "string" ? job : job.jobId;
-    const req = { sessionId: this.id, jobId, fromEventSeq: BigInt(o.fromEventSeq ?? 0) };
-    for await (const m of this.#gw.serverStream(SessionGateway.method.watchJob, req, o, this.id)) {
-      yield item(m);
+    checkMs("timeoutMs", o.timeoutMs);
+    const deadline = o.timeoutMs !== undefined ? Date.now() + o.timeoutMs : undefined;
+    const policy = o.resume === false ? undefined : o.resume === true || o.resume === undefined ? {} : o.resume;
+    const r = new Resumer(Number(o.fromEventSeq ?? 0), policy, deadline);
+    for (let first = true; ; first = false) {
+      const req = { sessionId: this.id, jobId, fromEventSeq: BigInt(r.cursor) };
+      const co = first ? o : { ...o, timeoutMs: r.remaining(Date.now()) };
+      try {
+        for await (const m of this.#gw.serverStream(SessionGateway.method.watchJob, req, co, this.id)) {
+          if (r.deliver(u64(m.eventSeq), m.item.case !== "event")) yield item(m);
+          if (r.done) return;
+        }
+        return;
+      } catch (err) {
+        if (o.signal?.aborted) throw err;
+        const delay = r.cut(err, Date.now());
+        if (delay === undefined) throw err;
+        try {
+          await sleep(delay, undefined, { signal: o.signal });
+        } catch {
+          throw o.signal ? abortError(o.signal) : err;
+        }
+      }
     }
   }
 
@@ -694,30 +732,30 @@ function item(m: WatchJobResponse): WatchItem {
       const c = e.resultChunk;
       return {
         type: "event",
-        eventSeq: m.eventSeq,
+        eventSeq: u64(m.eventSeq),
         kind: e.kind,
         ts: date(e.ts),
         body: fromRawOrValue(e.rawBody, e.body),
         progress: p ? { current: p.current, total: p.total, units: p.units, message: p.message } : undefined,
-        resultChunk: c ? { resultId: c.resultId, chunkSeq: c.chunkSeq, encoding: c.encoding, more: c.more } : undefined,
+        resultChunk: c ? { resultId: c.resultId, chunkSeq: u64(c.chunkSeq), encoding: c.encoding, more: c.more } : undefined,
         extensions,
       };
     }
     case "result":
       return {
         type: "result",
-        eventSeq: m.eventSeq,
+        eventSeq: u64(m.eventSeq),
         result: fromRawOrValue(it.value.rawResult, it.value.result),
         summary: it.value.summary,
         resultId: it.value.resultId,
-        resultSize: it.value.resultSize,
+        resultSize: u64(it.value.resultSize),
         extensions,
       };
     case "error":
       return {
         extensions,
         type: "error",
-        eventSeq: m.eventSeq,
+        eventSeq: u64(m.eventSeq),
         finalStatus: it.value.finalStatus,
         code: it.value.code,
         message: it.value.message,

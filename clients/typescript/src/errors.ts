@@ -82,6 +82,16 @@ export class InternalError extends GatewayError {}
 export class CancelledError extends GatewayError {}
 /** DEADLINE_EXCEEDED without the gateway's details: the caller's own timer fired first. */
 export class DeadlineExceededError extends GatewayError {}
+/** UNKNOWN: an error without a status, e.g. from a proxy. */
+export class UnknownError extends GatewayError {}
+/** ABORTED: the job ended with an error of its own (the ARCP code is reason, e.g. "INTERNAL_ERROR"). */
+export class AbortedError extends GatewayError {}
+/** OUT_OF_RANGE. */
+export class OutOfRangeError extends GatewayError {}
+/** UNIMPLEMENTED: a method this gateway does not serve. */
+export class UnimplementedError extends GatewayError {}
+/** DATA_LOSS. */
+export class DataLossError extends GatewayError {}
 
 /** DEADLINE_EXCEEDED with the gateway's timeoutprofile.v1.TimeoutExceeded detail. */
 export class TimeoutExceededError extends DeadlineExceededError {
@@ -121,6 +131,11 @@ const byCode = new Map<Code, new (code: Code, message: string, info?: ErrorInfo,
   [Code.INTERNAL, InternalError],
   [Code.CANCELLED, CancelledError],
   [Code.DEADLINE_EXCEEDED, DeadlineExceededError],
+  [Code.UNKNOWN, UnknownError],
+  [Code.ABORTED, AbortedError],
+  [Code.OUT_OF_RANGE, OutOfRangeError],
+  [Code.UNIMPLEMENTED, UnimplementedError],
+  [Code.DATA_LOSS, DataLossError],
 ]);
 
 /**

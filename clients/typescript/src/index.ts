@@ -11,9 +11,11 @@
  * ```
  *
  * Job input and results are plain JSON values (numbers are doubles, as in
- * JavaScript); uint64 fields (eventSeq, lastEventSeq, generation) are bigints;
- * enums are lower-case strings ("live", "ready"). The generated messages are
- * exported as `pb` for anything the helpers do not cover.
+ * JavaScript); uint64 fields (eventSeq, lastEventSeq, generation) are numbers,
+ * so results serialise with JSON.stringify; enums are lower-case strings
+ * ("live", "ready"). A watch re-opens itself after a cut (see
+ * WatchOptions.resume). The generated messages are exported as `pb` for
+ * anything the helpers do not cover.
  *
  * @module
  */
@@ -47,20 +49,26 @@ export {
   type WatchItem,
   type WatchOptions,
 } from "./client.js";
+export { RESUMABLE_REASONS, resumable, type ResumePolicy } from "./resume.js";
 export {
+  AbortedError,
   AlreadyExistsError,
   CancelledError,
+  DataLossError,
   DeadlineExceededError,
   FailedPreconditionError,
   GatewayError,
   InternalError,
   InvalidArgumentError,
   NotFoundError,
+  OutOfRangeError,
   PermissionDeniedError,
   ResourceExhaustedError,
   TimeoutExceededError,
   UnauthenticatedError,
   UnavailableError,
+  UnimplementedError,
+  UnknownError,
   type CodeName,
   type ErrorInfo,
 } from "./errors.js";

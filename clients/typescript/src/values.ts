@@ -7,18 +7,26 @@ import { NullValue, ValueSchema, type Value } from "@bufbuild/protobuf/wkt";
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
 
 /**
- * toValue returns a JSON-like value as a google.protobuf.Value: objects become
- * structValue, arrays listValue, and so on. Numbers are IEEE-754 doubles on the
- * wire, as they are in JavaScript, so a number crosses exactly; a bigint does
- * not fit and throws (send it as a string). NaN, ±Infinity, undefined,
- * functions and symbols are not JSON and throw a TypeError; object properties
- * whose value is undefined are left out, as JSON.stringify does.
+ * toValue returns a JSON-like value as a google.protobuf.Value: plain objects
+ * become structValue, arrays listValue, and so on; a Date becomes its ISO
+ * string. Numbers are IEEE-754 doubles on the wire, as they are in
+ * JavaScript, so a number crosses exactly; a bigint does not fit and throws
+ * (send it as a string). Anything JSON cannot carry faithfully throws a
+ * TypeError naming its path (e.g. `input.a[2]`): NaN and ±Infinity,
+ * undefined, functions and symbols, a Map or Set, typed arrays and
+ * ArrayBuffers, other class instances, and cycles. Object properties whose
+ * value is undefined are left out, as JSON.stringify does.
  */
 export function toValue(v: unknown): Value {
-  return create(ValueSchema, toValueInit(v, "input"));
+  return create(ValueSchema, toValueInit(v, "input", new Set()));
 }
 
-function toValueInit(v: unknown, path: string): MessageInitShape<typeof ValueSchema> {
+function kindOf(v: object): string {
+  const name = (Object.getPrototypeOf(v) as { constructor?: { name?: string } } | null)?.constructor?.name;
+  return name ? `${/^[AEIO]/.test(name) ? "an" : "a"} ${name}` : "an object with an unusual prototype";
+}
+
+function toValueInit(v: unknown, path: string, open: Set<object>): MessageInitShape<typeof ValueSchema> {
   if (v === null) return { kind: { case: "nullValue", value: NullValue.NULL_VALUE } };
   switch (typeof v) {
     case "boolean":
@@ -31,16 +39,27 @@ function toValueInit(v: unknown, path: string): MessageInitShape<typeof ValueSch
     case "bigint":
       throw new TypeError(`${path}: bigint does not fit a google.protobuf.Value number (a double); send it as a string`);
     case "object": {
-      if (Array.isArray(v)) {
-        return { kind: { case: "listValue", value: { values: v.map((x, i) => toValueInit(x, `${path}[${i}]`)) } } };
-      }
       if (v instanceof Date) return { kind: { case: "stringValue", value: v.toISOString() } };
-      const fields: Record<string, MessageInitShape<typeof ValueSchema>> = {};
-      for (const [k, x] of Object.entries(v as Record<string, unknown>)) {
-        if (x === undefined) continue;
-        fields[k] = toValueInit(x, `${path}.${k}`);
+      const proto = Object.getPrototypeOf(v);
+      const plain = Array.isArray(v) || proto === Object.prototype || proto === null;
+      if (!plain) {
+        throw new TypeError(`${path}: ${kindOf(v)} is not JSON-like (plain objects, arrays, strings, finite numbers, booleans, null)`);
       }
-      return { kind: { case: "structValue", value: { fields } } };
+      if (open.has(v)) throw new TypeError(`${path}: a circular reference is not JSON`);
+      open.add(v);
+      try {
+        if (Array.isArray(v)) {
+          return { kind: { case: "listValue", value: { values: v.map((x, i) => toValueInit(x, `${path}[${i}]`, open)) } } };
+        }
+        const fields: Record<string, MessageInitShape<typeof ValueSchema>> = {};
+        for (const [k, x] of Object.entries(v as Record<string, unknown>)) {
+          if (x === undefined) continue;
+          fields[k] = toValueInit(x, `${path}.${k}`, open);
+        }
+        return { kind: { case: "structValue", value: { fields } } };
+      } finally {
+        open.delete(v);
+      }
     }
     default:
       throw new TypeError(`${path}: ${typeof v} is not JSON`);

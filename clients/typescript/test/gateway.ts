@@ -6,17 +6,37 @@
 // sleep, stream, fail).
 
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { connect, createServer, type AddressInfo, type Server, type Socket } from "node:net";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 
 /** The repository root (this file compiles to clients/typescript/dist-test/test/). */
 export const REPO = resolve(fileURLToPath(import.meta.url), "../../../../..");
 
+/** The gateway binary: $SESSIONGATE_GATEWAY_BIN, else built into dir with go build. */
+export function gatewayBinary(dir: string): string {
+  const env = process.env.SESSIONGATE_GATEWAY_BIN;
+  if (env) return env;
+  const bin = join(dir, "gateway");
+  execFileSync("go", ["build", "-o", bin, "./cmd/gateway"], { cwd: REPO, stdio: "inherit", timeout: 300_000 });
+  return bin;
+}
+
 export class GatewayProcess {
   addr = "";
+  readonly #extra: string[];
+  readonly #bin?: string;
+
+  /** extra flags are added to the gateway's command line; bin overrides the binary. */
+  constructor(extra: string[] = [], bin?: string) {
+    this.#extra = extra;
+    this.#bin = bin;
+  }
+
   admin = "";
   readonly log: string[] = [];
   #proc?: ChildProcess;
@@ -25,12 +45,8 @@ export class GatewayProcess {
 
   /** Starts the gateway and resolves with its addresses, within timeoutMs. */
   async start(timeoutMs = 30_000): Promise<this> {
-    let bin = process.env.SESSIONGATE_GATEWAY_BIN;
-    if (!bin) {
-      bin = join(this.#tmp, "gateway");
-      execFileSync("go", ["build", "-o", bin, "./cmd/gateway"], { cwd: REPO, stdio: "inherit", timeout: 300_000 });
-    }
-    const proc = spawn(bin, ["--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--log-format", "json"], {
+    const bin = this.#bin ?? gatewayBinary(this.#tmp);
+    const proc = spawn(bin, ["--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--log-format", "json", ...this.#extra], {
       stdio: ["ignore", "ignore", "pipe"],
     });
     this.#proc = proc;
@@ -66,6 +82,15 @@ export class GatewayProcess {
     return this;
   }
 
+  /** SIGKILLs the gateway (a replica's sudden death) and waits for it. */
+  async kill(): Promise<void> {
+    const proc = this.#proc;
+    if (proc && proc.exitCode === null && proc.signalCode === null) {
+      proc.kill("SIGKILL");
+      await this.#exited;
+    }
+  }
+
   /** Stops the gateway (SIGTERM, then SIGKILL after 30 s) and waits for it. Idempotent. */
   async stop(): Promise<void> {
     const proc = this.#proc;
@@ -77,4 +102,155 @@ export class GatewayProcess {
     }
     rmSync(this.#tmp, { recursive: true, force: true });
   }
+}
+
+/**
+ * A TCP proxy on a free loopback port in front of target ("host:port"),
+ * whose cut() drops every connection it carries (as a replica's death or a
+ * network fault would) while it goes on accepting new ones.
+ */
+export class CutProxy {
+  addr = "";
+  /** Connections accepted so far. */
+  connections = 0;
+  readonly #target: { host: string; port: number };
+  readonly #server: Server;
+  readonly #socks = new Set<Socket>();
+
+  constructor(target: string) {
+    const i = target.lastIndexOf(":");
+    this.#target = { host: target.slice(0, i), port: Number(target.slice(i + 1)) };
+    this.#server = createServer((client) => {
+      this.connections++;
+      const upstream = connect(this.#target);
+      for (const s of [client, upstream]) {
+        this.#socks.add(s);
+        s.on("error", () => {});
+        s.on("close", () => {
+          this.#socks.delete(s);
+          client.destroy();
+          upstream.destroy();
+        });
+      }
+      client.pipe(upstream);
+      upstream.pipe(client);
+    });
+  }
+
+  async start(): Promise<this> {
+    await new Promise<void>((res) => this.#server.listen(0, "127.0.0.1", res));
+    this.addr = `127.0.0.1:${(this.#server.address() as AddressInfo).port}`;
+    return this;
+  }
+
+  /** Drops every connection now, with a reset. */
+  cut(): void {
+    for (const s of this.#socks) s.resetAndDestroy();
+    this.#socks.clear();
+  }
+
+  async close(): Promise<void> {
+    this.cut();
+    await new Promise<void>((res) => this.#server.close(() => res()));
+  }
+}
+
+/**
+ * A cluster of real processes: redis-server (unix socket, no persistence),
+ * the reference runtime (`gateway runtime`) and three replicas sharing them,
+ * with a 1 s lease so that a killed owner's sessions are taken over quickly.
+ * Needs redis-server on PATH (available()).
+ */
+export class ClusterProcess {
+  readonly replicas: GatewayProcess[] = [];
+  #tmp = mkdtempSync(join(tmpdir(), "sgts-cl-"));
+  #procs: ChildProcess[] = [];
+
+  static available(): boolean {
+    try {
+      execFileSync("sh", ["-c", "command -v redis-server"], { stdio: "ignore" });
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  async start(timeoutMs = 60_000): Promise<this> {
+    try {
+      await this.#start(Date.now() + timeoutMs);
+    } catch (err) {
+      await this.stop();
+      throw err;
+    }
+    return this;
+  }
+
+  async #start(deadline: number): Promise<void> {
+    const sock = join(this.#tmp, "r.sock");
+    const redis = spawn("redis-server", ["--port", "0", "--unixsocket", sock, "--unixsocketperm", "700", "--save", "", "--appendonly", "no", "--dir", this.#tmp], { stdio: "ignore" });
+    this.#procs.push(redis);
+    while (!(await redisPong(sock))) {
+      if (Date.now() > deadline || redis.exitCode !== null) throw new Error("redis-server did not start");
+      await new Promise((res) => setTimeout(res, 5));
+    }
+    const bin = gatewayBinary(this.#tmp);
+    const rt = spawn(bin, ["runtime", "--listen", "127.0.0.1:0", "--log-format", "json"], { stdio: ["ignore", "ignore", "pipe"] });
+    this.#procs.push(rt);
+    const url = await new Promise<string>((res, rej) => {
+      const timer = setTimeout(() => rej(new Error("the runtime did not start")), Math.max(1, deadline - Date.now()));
+      createInterface({ input: rt.stderr! }).on("line", (line) => {
+        try {
+          const rec = JSON.parse(line);
+          if (rec.msg === "reference runtime serving") {
+            clearTimeout(timer);
+            res(rec.url as string);
+          }
+        } catch {
+          // not JSON
+        }
+      });
+    });
+    const key = "k1:" + randomBytes(32).toString("base64");
+    for (let i = 0; i < 3; i++) {
+      const gw = new GatewayProcess(
+        ["--instance-id", `gw-${i + 1}`, "--runtime", `default=${url}`, "--redis", `unix://${sock}`, "--directory-key", key,
+          "--cluster-secret", "ts-cluster-secret-0123456789", "--lease-ttl", "1s"],
+        bin,
+      );
+      this.replicas.push(gw);
+      await gw.start(Math.max(1000, deadline - Date.now()));
+    }
+  }
+
+  async stop(): Promise<void> {
+    for (const gw of this.replicas) {
+      await gw.kill();
+      await gw.stop();
+    }
+    for (const p of this.#procs) {
+      if (p.exitCode === null && p.signalCode === null) {
+        const exited = new Promise((res) => p.once("exit", res));
+        p.kill("SIGKILL");
+        await exited;
+      }
+    }
+    rmSync(this.#tmp, { recursive: true, force: true });
+  }
+}
+
+function redisPong(sock: string): Promise<boolean> {
+  return new Promise((res) => {
+    const c = connect(sock);
+    c.setTimeout(1000);
+    c.once("connect", () => c.write("*1\r\n$4\r\nPING\r\n"));
+    c.once("data", (b) => {
+      c.destroy();
+      res(b.toString().startsWith("+PONG"));
+    });
+    c.once("error", () => res(false));
+    c.once("timeout", () => {
+      c.destroy();
+      res(false);
+    });
+  });
 }

@@ -1,4 +1,4 @@
-// Runs README.md's "Calling from TypeScript" block verbatim, type-checked
+// Runs clients/typescript/README.md's example block verbatim, type-checked
 // against this package (imported by its name, "@sessiongate/client", as a
 // user would), with the test gateway's address in place of 127.0.0.1:50051.
 
@@ -18,9 +18,9 @@ before(() => gwp.start());
 after(() => gwp.stop());
 
 it("runs the README's TypeScript example", { timeout: 120_000 }, async () => {
-  const readme = readFileSync(join(REPO, "README.md"), "utf8");
+  const readme = readFileSync(join(REPO, "clients", "typescript", "README.md"), "utf8");
   const m = /<!-- typescript-example:begin -->\s*```ts\n([\s\S]*?)```\s*<!-- typescript-example:end -->/.exec(readme);
-  assert.ok(m, "README.md has no typescript-example block");
+  assert.ok(m, "clients/typescript/README.md has no typescript-example block");
   const code = m[1].replaceAll("127.0.0.1:50051", gwp.addr);
 
   // Inside the package directory, so that "@sessiongate/client" resolves to

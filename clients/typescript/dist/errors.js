@@ -1,0 +1,168 @@
+// Typed errors: every failed call rejects with a GatewayError subclass chosen
+// by its gRPC status code, with the google.rpc.ErrorInfo and
+// timeoutprofile.v1.TimeoutExceeded details decoded.
+import { fromBinary } from "@bufbuild/protobuf";
+import { status as Code } from "@grpc/grpc-js";
+import { ErrorInfoSchema } from "./gen/google/rpc/error_details_pb.js";
+import { StatusSchema } from "./gen/google/rpc/status_pb.js";
+import { TimeoutExceededSchema } from "./gen/timeoutprofile/v1/timeoutprofile_pb.js";
+const ERROR_INFO_URL = "type.googleapis.com/google.rpc.ErrorInfo";
+const TIMEOUT_EXCEEDED_URL = "type.googleapis.com/timeoutprofile.v1.TimeoutExceeded";
+/** A call to the gateway failed with a gRPC status. */
+export class GatewayError extends Error {
+    /** The gRPC status code surfaced (see grpcCode). */
+    code;
+    /** The status code's name, e.g. "NOT_FOUND". */
+    codeName;
+    /** The ErrorInfo's reason, e.g. "SESSION_NOT_FOUND"; undefined without one. */
+    reason;
+    /** The ErrorInfo's domain: "sessiongate", "timeoutprofile" or "arcp". */
+    domain;
+    /** The ErrorInfo's metadata (empty without one). */
+    metadata;
+    /**
+     * The code gRPC reported, when it differs from code: a call whose own
+     * deadline had passed but that grpc-js reported CANCELLED (the server reset
+     * the stream as the deadline passed, and won the race against the client's
+     * timer) is surfaced as DEADLINE_EXCEEDED with grpcCode CANCELLED.
+     */
+    grpcCode;
+    constructor(code, message, info = {}, grpcCode = code) {
+        super(message);
+        this.name = new.target.name;
+        this.code = code;
+        this.codeName = Code[code];
+        this.reason = info.reason;
+        this.domain = info.domain;
+        this.metadata = { ...info.metadata };
+        this.grpcCode = grpcCode;
+    }
+    /** The runtime's retryable hint from the ErrorInfo, if it gave one. */
+    get retryable() {
+        const v = this.metadata["retryable"];
+        return v === undefined ? undefined : v === "true";
+    }
+}
+/** INVALID_ARGUMENT: a missing or malformed field, or a bad x-timeout-ms. */
+export class InvalidArgumentError extends GatewayError {
+}
+/** NOT_FOUND: unknown session, job, runtime or agent (see reason). */
+export class NotFoundError extends GatewayError {
+}
+/** ALREADY_EXISTS. */
+export class AlreadyExistsError extends GatewayError {
+}
+/** PERMISSION_DENIED. */
+export class PermissionDeniedError extends GatewayError {
+}
+/** UNAUTHENTICATED: a missing or unknown bearer token. */
+export class UnauthenticatedError extends GatewayError {
+}
+/** RESOURCE_EXHAUSTED: a cap (metadata.cap) or a slow consumer. */
+export class ResourceExhaustedError extends GatewayError {
+}
+/** FAILED_PRECONDITION. */
+export class FailedPreconditionError extends GatewayError {
+}
+/** UNAVAILABLE: draining, unreachable, or the session was lost. */
+export class UnavailableError extends GatewayError {
+}
+/** INTERNAL. */
+export class InternalError extends GatewayError {
+}
+/** CANCELLED: the call, or the job it waited for, was cancelled. */
+export class CancelledError extends GatewayError {
+}
+/** DEADLINE_EXCEEDED without the gateway's details: the caller's own timer fired first. */
+export class DeadlineExceededError extends GatewayError {
+}
+/** UNKNOWN: an error without a status, e.g. from a proxy. */
+export class UnknownError extends GatewayError {
+}
+/** ABORTED: the job ended with an error of its own (the ARCP code is reason, e.g. "INTERNAL_ERROR"). */
+export class AbortedError extends GatewayError {
+}
+/** OUT_OF_RANGE. */
+export class OutOfRangeError extends GatewayError {
+}
+/** UNIMPLEMENTED: a method this gateway does not serve. */
+export class UnimplementedError extends GatewayError {
+}
+/** DATA_LOSS. */
+export class DataLossError extends GatewayError {
+}
+/** DEADLINE_EXCEEDED with the gateway's timeoutprofile.v1.TimeoutExceeded detail. */
+export class TimeoutExceededError extends DeadlineExceededError {
+    /** The timeout profile the call ran under, e.g. "tool_call". */
+    profile;
+    /** The budget that ran out, in milliseconds. */
+    configuredMs;
+    /** Time elapsed when it fired, in milliseconds. */
+    elapsedMs;
+    /** Which limit fired: "unary", "caller_deadline", "initial", "gap" or "total". */
+    limit;
+    /** The call's service, e.g. "sessiongate.v1.SessionGateway". */
+    service;
+    /** The call's method, e.g. "RunJob". */
+    method;
+    constructor(message, detail, info = {}) {
+        super(Code.DEADLINE_EXCEEDED, message, info);
+        this.profile = detail.profileName;
+        this.configuredMs = detail.configuredTimeoutMs;
+        this.elapsedMs = detail.elapsedMs;
+        this.limit = detail.limit;
+        this.service = detail.service;
+        this.method = detail.method;
+    }
+}
+const byCode = new Map([
+    [Code.INVALID_ARGUMENT, InvalidArgumentError],
+    [Code.NOT_FOUND, NotFoundError],
+    [Code.ALREADY_EXISTS, AlreadyExistsError],
+    [Code.PERMISSION_DENIED, PermissionDeniedError],
+    [Code.UNAUTHENTICATED, UnauthenticatedError],
+    [Code.RESOURCE_EXHAUSTED, ResourceExhaustedError],
+    [Code.FAILED_PRECONDITION, FailedPreconditionError],
+    [Code.UNAVAILABLE, UnavailableError],
+    [Code.INTERNAL, InternalError],
+    [Code.CANCELLED, CancelledError],
+    [Code.DEADLINE_EXCEEDED, DeadlineExceededError],
+    [Code.UNKNOWN, UnknownError],
+    [Code.ABORTED, AbortedError],
+    [Code.OUT_OF_RANGE, OutOfRangeError],
+    [Code.UNIMPLEMENTED, UnimplementedError],
+    [Code.DATA_LOSS, DataLossError],
+]);
+/**
+ * fromServiceError returns the typed error for a failed grpc-js call.
+ * deadlinePassed says whether the call's own deadline had passed when it
+ * ended (see GatewayError.grpcCode).
+ */
+export function fromServiceError(err, deadlinePassed = false) {
+    let info = {};
+    let timeout;
+    for (const raw of err.metadata?.get("grpc-status-details-bin") ?? []) {
+        if (typeof raw === "string")
+            continue;
+        const st = fromBinary(StatusSchema, raw);
+        for (const any of st.details) {
+            if (any.typeUrl === ERROR_INFO_URL && info.reason === undefined) {
+                const ei = fromBinary(ErrorInfoSchema, any.value);
+                info = { reason: ei.reason, domain: ei.domain, metadata: ei.metadata };
+            }
+            else if (any.typeUrl === TIMEOUT_EXCEEDED_URL && timeout === undefined) {
+                timeout = fromBinary(TimeoutExceededSchema, any.value);
+            }
+        }
+    }
+    const message = err.details || err.message;
+    if (err.code === Code.DEADLINE_EXCEEDED && timeout !== undefined) {
+        return new TimeoutExceededError(message, timeout, info);
+    }
+    if (err.code === Code.CANCELLED && deadlinePassed) {
+        return new DeadlineExceededError(Code.DEADLINE_EXCEEDED, `deadline exceeded (${message})`, info, Code.CANCELLED);
+    }
+    const ctor = byCode.get(err.code) ?? GatewayError;
+    return new ctor(err.code, message, info);
+}
+//# sourceMappingURL=errors.js.map

@@ -1,0 +1,27 @@
+/**
+ * TypeScript client for sessiongate, a gRPC gateway to ARCP agent runtimes,
+ * over @grpc/grpc-js.
+ *
+ * ```ts
+ * import { Gateway } from "@sessiongate/client";
+ *
+ * using gw = new Gateway("127.0.0.1:50051");
+ * await using s = await gw.openSession({ clientName: "example" });
+ * const { result } = await s.run("echo", { hello: "world" }, { timeoutMs: 5000 });
+ * ```
+ *
+ * Job input and results are plain JSON values (numbers are doubles, as in
+ * JavaScript); uint64 fields (eventSeq, lastEventSeq, generation) are numbers,
+ * so results serialise with JSON.stringify; enums are lower-case strings
+ * ("live", "ready"). A watch re-opens itself after a cut (see
+ * WatchOptions.resume). The generated messages are exported as `pb` for
+ * anything the helpers do not cover.
+ *
+ * @module
+ */
+export { Gateway, Session, SESSION_METADATA_KEY, TIMEOUT_METADATA_KEY, TRACEPARENT_METADATA_KEY, isTraceparent, type CallOptions, type GatewayOptions, type Grant, type Job, type JobInfo, type JobOptions, type JobState, type Lease, type ListJobsOptions, type Progress, type ResultChunk, type SubscribeOptions, type Subscription, type Liveness, type OpenSessionParams, type Phase, type RunResult, type SessionInfo, type SessionStatus, type WatchItem, type WatchOptions, } from "./client.js";
+export { RESUMABLE_REASONS, resumable, type ResumePolicy } from "./resume.js";
+export { AbortedError, AlreadyExistsError, CancelledError, DataLossError, DeadlineExceededError, FailedPreconditionError, GatewayError, InternalError, InvalidArgumentError, NotFoundError, OutOfRangeError, PermissionDeniedError, ResourceExhaustedError, TimeoutExceededError, UnauthenticatedError, UnavailableError, UnimplementedError, UnknownError, type CodeName, type ErrorInfo, } from "./errors.js";
+export { retryServiceConfig } from "./gen/retry_service_config.js";
+export { fromRawOrValue, fromValue, toValue, type JsonValue } from "./values.js";
+export * as pb from "./gen/sessiongate/v1/sessiongate_pb.js";

@@ -21,10 +21,12 @@ export declare function isTraceparent(tp: string): boolean;
 export interface CallOptions {
     /**
      * The call's deadline, in milliseconds from now. It is also sent to the
-     * gateway as x-timeout-ms, so the gateway ends the call a small margin
-     * (20 ms by default) before the deadline with the timeout details: you get a
-     * TimeoutExceededError rather than a bare deadline. Without it (and without
-     * serverTimeoutMs) the method's timeout profile applies.
+     * gateway as x-timeout-ms, so the gateway ends the call a margin before the
+     * deadline — a third of the time left, at most 100 ms — with the timeout
+     * details: you get a TimeoutExceededError rather than a bare deadline. A call
+     * with any time left runs; only one already past its deadline is refused.
+     * Without it (and without serverTimeoutMs) the method's timeout profile
+     * applies.
      */
     timeoutMs?: number;
     /**
@@ -49,7 +51,11 @@ export interface CallOptions {
 export type Lease = Record<string, string[]>;
 /** Options of run and submit. */
 export interface JobOptions extends CallOptions {
-    /** A repeated submit with the same key and input returns the same job. */
+    /**
+     * A repeated submit with the same key and input returns the same job. Without
+     * it each run or submit call gets a fresh random key, the same for all of the
+     * call's retried attempts.
+     */
     idempotencyKey?: string;
     /** A runtime-side limit on the job's duration, in seconds. */
     maxRuntimeSec?: number;
@@ -94,10 +100,12 @@ export interface GatewayOptions {
     /** A caller token, sent as "authorization: Bearer <token>". */
     token?: string;
     /**
-     * Apply the published retry policy (retryServiceConfig); default true. It
-     * retries DEADLINE_EXCEEDED, so an answer the gateway gave just before your
-     * own deadline may be retried and end as a bare DeadlineExceededError;
-     * false gets the timeout details every time (see README, "Retries").
+     * Apply the published retry policy (retryServiceConfig); default true. The
+     * gateway's timeout answers are never retried (every one carries
+     * grpc-retry-pushback-ms: -1), and every attempt of one run or submit
+     * carries the same idempotency key (a fresh one per call unless
+     * idempotencyKey gives one), so a retried attempt gets the job the first
+     * one created instead of running it again (see README, "Retries").
      */
     retry?: boolean;
     /** More grpc-js channel options. */

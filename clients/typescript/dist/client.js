@@ -5,6 +5,9 @@ import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import * as grpc from "@grpc/grpc-js";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fromServiceError, GatewayError } from "./errors.js";
+import { checkedDepth } from "./depth.js";
+import { callKey } from "./idempotency.js";
+import { withReceiveLimit } from "./limits.js";
 import { retryServiceConfig } from "./gen/retry_service_config.js";
 import { JobState as PbJobState, SessionGateway, SessionPhase as PbPhase, SessionStatus as PbStatus, } from "./gen/sessiongate/v1/sessiongate_pb.js";
 import { Resumer } from "./resume.js";
@@ -103,7 +106,7 @@ export class Gateway {
     #client;
     #auth;
     constructor(target, opts = {}) {
-        const channelOptions = { ...opts.channelOptions };
+        const channelOptions = withReceiveLimit({ ...opts.channelOptions });
         if (opts.retry ?? true) {
             channelOptions["grpc.service_config"] = JSON.stringify(retryServiceConfig);
             channelOptions["grpc.enable_retries"] = 1;
@@ -256,8 +259,8 @@ export class Session {
         const r = await this.#gw.unary(SessionGateway.method.runJob, {
             sessionId: this.id,
             agent,
-            input: input === undefined ? undefined : toValue(input),
-            idempotencyKey: o.idempotencyKey,
+            input: input === undefined ? undefined : toValue(checkedDepth(input)),
+            idempotencyKey: callKey(o.idempotencyKey),
             maxRuntimeSec: o.maxRuntimeSec,
             ...jobExtras(o),
         }, o, this.id);
@@ -276,8 +279,8 @@ export class Session {
         const r = await this.#gw.unary(SessionGateway.method.submitJob, {
             sessionId: this.id,
             agent,
-            input: input === undefined ? undefined : toValue(input),
-            idempotencyKey: o.idempotencyKey,
+            input: input === undefined ? undefined : toValue(checkedDepth(input)),
+            idempotencyKey: callKey(o.idempotencyKey),
             maxRuntimeSec: o.maxRuntimeSec,
             ...jobExtras(o),
         }, o, this.id);

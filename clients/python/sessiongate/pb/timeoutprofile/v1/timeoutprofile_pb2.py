@@ -13,15 +13,15 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n5sessiongate/pb/timeoutprofile/v1/timeoutprofile.proto\x12 sessiongate.pb.timeoutprofile.v1\"\x8a\x01\n\x0eTimeoutProfile\x12\x14\n\x0cprofile_name\x18\x01 \x01(\t\x12\x1a\n\x12\x64\x65\x66\x61ult_timeout_ms\x18\x02 \x01(\r\x12\x16\n\x0emin_timeout_ms\x18\x03 \x01(\r\x12\x16\n\x0emax_timeout_ms\x18\x04 \x01(\r\x12\x16\n\x0e\x61llow_infinite\x18\x05 \x01(\x08\"n\n\x16StreamingTimeoutPolicy\x12\x1a\n\x12initial_timeout_ms\x18\x01 \x01(\r\x12\x1e\n\x16message_gap_timeout_ms\x18\x02 \x01(\r\x12\x18\n\x10total_timeout_ms\x18\x03 \x01(\r\"\x8a\x01\n\x0fTimeoutExceeded\x12\x14\n\x0cprofile_name\x18\x01 \x01(\t\x12\x1d\n\x15\x63onfigured_timeout_ms\x18\x02 \x01(\r\x12\x12\n\nelapsed_ms\x18\x03 \x01(\r\x12\x0f\n\x07service\x18\x04 \x01(\t\x12\x0e\n\x06method\x18\x05 \x01(\t\x12\r\n\x05limit\x18\x06 \x01(\t\"\x15\n\x13ListProfilesRequest\"Z\n\x14ListProfilesResponse\x12\x42\n\x08profiles\x18\x01 \x03(\x0b\x32\x30.sessiongate.pb.timeoutprofile.v1.TimeoutProfile\"<\n\x15ResolveProfileRequest\x12\x13\n\x0b\x66ull_method\x18\x01 \x01(\t\x12\x0e\n\x06\x63\x61ller\x18\x02 \x01(\t\"\xf9\x01\n\x16ResolveProfileResponse\x12\x41\n\x07profile\x18\x01 \x01(\x0b\x32\x30.sessiongate.pb.timeoutprofile.v1.TimeoutProfile\x12?\n\x06source\x18\x02 \x01(\x0e\x32/.sessiongate.pb.timeoutprofile.v1.ProfileSource\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12K\n\tstreaming\x18\x04 \x01(\x0b\x32\x38.sessiongate.pb.timeoutprofile.v1.StreamingTimeoutPolicy*\xa6\x01\n\rProfileSource\x12\x1e\n\x1aPROFILE_SOURCE_UNSPECIFIED\x10\x00\x12\x19\n\x15PROFILE_SOURCE_CONFIG\x10\x01\x12 \n\x1cPROFILE_SOURCE_METHOD_OPTION\x10\x02\x12\x1b\n\x17PROFILE_SOURCE_GUIDANCE\x10\x03\x12\x1b\n\x17PROFILE_SOURCE_FALLBACK\x10\x04\x32\xa0\x02\n\x15TimeoutProfileService\x12\x7f\n\x0cListProfiles\x12\x35.sessiongate.pb.timeoutprofile.v1.ListProfilesRequest\x1a\x36.sessiongate.pb.timeoutprofile.v1.ListProfilesResponse\"\x00\x12\x85\x01\n\x0eResolveProfile\x12\x37.sessiongate.pb.timeoutprofile.v1.ResolveProfileRequest\x1a\x38.sessiongate.pb.timeoutprofile.v1.ResolveProfileResponse\"\x00\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n5sessiongate/pb/timeoutprofile/v1/timeoutprofile.proto\x12 sessiongate.pb.timeoutprofile.v1\"\x8a\x01\n\x0eTimeoutProfile\x12\x14\n\x0cprofile_name\x18\x01 \x01(\t\x12\x1a\n\x12\x64\x65\x66\x61ult_timeout_ms\x18\x02 \x01(\r\x12\x16\n\x0emin_timeout_ms\x18\x03 \x01(\r\x12\x16\n\x0emax_timeout_ms\x18\x04 \x01(\r\x12\x16\n\x0e\x61llow_infinite\x18\x05 \x01(\x08\"n\n\x16StreamingTimeoutPolicy\x12\x1a\n\x12initial_timeout_ms\x18\x01 \x01(\r\x12\x1e\n\x16message_gap_timeout_ms\x18\x02 \x01(\r\x12\x18\n\x10total_timeout_ms\x18\x03 \x01(\r\"\x8a\x01\n\x0fTimeoutExceeded\x12\x14\n\x0cprofile_name\x18\x01 \x01(\t\x12\x1d\n\x15\x63onfigured_timeout_ms\x18\x02 \x01(\r\x12\x12\n\nelapsed_ms\x18\x03 \x01(\r\x12\x0f\n\x07service\x18\x04 \x01(\t\x12\x0e\n\x06method\x18\x05 \x01(\t\x12\r\n\x05limit\x18\x06 \x01(\t\"\x15\n\x13ListProfilesRequest\"\xb6\x01\n\x14ListProfilesResponse\x12\x42\n\x08profiles\x18\x01 \x03(\x0b\x32\x30.sessiongate.pb.timeoutprofile.v1.TimeoutProfile\x12\x41\n\x08sub_keys\x18\x02 \x03(\x0b\x32/.sessiongate.pb.timeoutprofile.v1.SubKeyMapping\x12\x17\n\x0fsub_key_methods\x18\x03 \x03(\t\"\x83\x01\n\rSubKeyMapping\x12\x0f\n\x07pattern\x18\x01 \x01(\t\x12\x14\n\x0cprofile_name\x18\x02 \x01(\t\x12K\n\tstreaming\x18\x03 \x01(\x0b\x32\x38.sessiongate.pb.timeoutprofile.v1.StreamingTimeoutPolicy\"M\n\x15ResolveProfileRequest\x12\x13\n\x0b\x66ull_method\x18\x01 \x01(\t\x12\x0e\n\x06\x63\x61ller\x18\x02 \x01(\t\x12\x0f\n\x07sub_key\x18\x03 \x01(\t\"\x92\x02\n\x16ResolveProfileResponse\x12\x41\n\x07profile\x18\x01 \x01(\x0b\x32\x30.sessiongate.pb.timeoutprofile.v1.TimeoutProfile\x12?\n\x06source\x18\x02 \x01(\x0e\x32/.sessiongate.pb.timeoutprofile.v1.ProfileSource\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12K\n\tstreaming\x18\x04 \x01(\x0b\x32\x38.sessiongate.pb.timeoutprofile.v1.StreamingTimeoutPolicy\x12\x17\n\x0fsub_key_pattern\x18\x05 \x01(\t*\xc2\x01\n\rProfileSource\x12\x1e\n\x1aPROFILE_SOURCE_UNSPECIFIED\x10\x00\x12\x19\n\x15PROFILE_SOURCE_CONFIG\x10\x01\x12 \n\x1cPROFILE_SOURCE_METHOD_OPTION\x10\x02\x12\x1b\n\x17PROFILE_SOURCE_GUIDANCE\x10\x03\x12\x1b\n\x17PROFILE_SOURCE_FALLBACK\x10\x04\x12\x1a\n\x16PROFILE_SOURCE_SUB_KEY\x10\x05\x32\xa0\x02\n\x15TimeoutProfileService\x12\x7f\n\x0cListProfiles\x12\x35.sessiongate.pb.timeoutprofile.v1.ListProfilesRequest\x1a\x36.sessiongate.pb.timeoutprofile.v1.ListProfilesResponse\"\x00\x12\x85\x01\n\x0eResolveProfile\x12\x37.sessiongate.pb.timeoutprofile.v1.ResolveProfileRequest\x1a\x38.sessiongate.pb.timeoutprofile.v1.ResolveProfileResponse\"\x00\x62\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'sessiongate.pb.timeoutprofile.v1.timeoutprofile_pb2', globals())
 if _descriptor._USE_C_DESCRIPTORS == False:
 
   DESCRIPTOR._options = None
-  _PROFILESOURCE._serialized_start=915
-  _PROFILESOURCE._serialized_end=1081
+  _PROFILESOURCE._serialized_start=1184
+  _PROFILESOURCE._serialized_end=1378
   _TIMEOUTPROFILE._serialized_start=92
   _TIMEOUTPROFILE._serialized_end=230
   _STREAMINGTIMEOUTPOLICY._serialized_start=232
@@ -30,12 +30,14 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _TIMEOUTEXCEEDED._serialized_end=483
   _LISTPROFILESREQUEST._serialized_start=485
   _LISTPROFILESREQUEST._serialized_end=506
-  _LISTPROFILESRESPONSE._serialized_start=508
-  _LISTPROFILESRESPONSE._serialized_end=598
-  _RESOLVEPROFILEREQUEST._serialized_start=600
-  _RESOLVEPROFILEREQUEST._serialized_end=660
-  _RESOLVEPROFILERESPONSE._serialized_start=663
-  _RESOLVEPROFILERESPONSE._serialized_end=912
-  _TIMEOUTPROFILESERVICE._serialized_start=1084
-  _TIMEOUTPROFILESERVICE._serialized_end=1372
+  _LISTPROFILESRESPONSE._serialized_start=509
+  _LISTPROFILESRESPONSE._serialized_end=691
+  _SUBKEYMAPPING._serialized_start=694
+  _SUBKEYMAPPING._serialized_end=825
+  _RESOLVEPROFILEREQUEST._serialized_start=827
+  _RESOLVEPROFILEREQUEST._serialized_end=904
+  _RESOLVEPROFILERESPONSE._serialized_start=907
+  _RESOLVEPROFILERESPONSE._serialized_end=1181
+  _TIMEOUTPROFILESERVICE._serialized_start=1381
+  _TIMEOUTPROFILESERVICE._serialized_end=1669
 # @@protoc_insertion_point(module_scope)

@@ -1497,7 +1497,9 @@ export declare const SessionGateway: GenService<{
         output: typeof RunJobResponseSchema;
     };
     /**
-     * CancelJob asks the runtime to cancel a job.
+     * CancelJob asks the runtime to cancel a job. A job that had already
+     * ended is FAILED_PRECONDITION with ErrorInfo reason JOB_ALREADY_ENDED and
+     * its final_status: nothing was cancelled.
      *
      * @generated from rpc sessiongate.v1.SessionGateway.CancelJob
      */
@@ -1508,7 +1510,9 @@ export declare const SessionGateway: GenService<{
     };
     /**
      * WatchJob streams a job's events in event_seq order, ending with its
-     * terminal result or error.
+     * terminal result or error. From a finished job's terminal event_seq the
+     * stream is the terminal alone; past it, OUT_OF_RANGE with ErrorInfo
+     * reason EVENT_SEQ_OUT_OF_RANGE naming the last event_seq.
      *
      * @generated from rpc sessiongate.v1.SessionGateway.WatchJob
      */
@@ -1518,9 +1522,12 @@ export declare const SessionGateway: GenService<{
         output: typeof WatchJobResponseSchema;
     };
     /**
-     * ListJobs lists the jobs the session's runtime reports for the session
-     * (ARCP session.list_jobs, §6.6), a page at a time (AIP-132, AIP-158,
-     * AIP-160). Needs the list_jobs feature (FAILED_PRECONDITION otherwise).
+     * ListJobs lists the caller's jobs that the session's runtime reports
+     * (ARCP session.list_jobs, §6.6): only jobs submitted, subscribed to or
+     * adopted through the caller's sessions, whatever the runtime's scope. A
+     * page at a time (AIP-132, AIP-158, AIP-160): a page may hold fewer than
+     * page_size jobs while next_page_token is set. Needs the list_jobs
+     * feature (FAILED_PRECONDITION otherwise).
      *
      * @generated from rpc sessiongate.v1.SessionGateway.ListJobs
      */

@@ -151,12 +151,58 @@ export type ListProfilesResponse = Message<"timeoutprofile.v1.ListProfilesRespon
      * @generated from field: repeated timeoutprofile.v1.TimeoutProfile profiles = 1;
      */
     profiles: TimeoutProfile[];
+    /**
+     * The sub-key mappings (configuration "sub_keys"), sorted by pattern. A
+     * server that supplies sub-keys for some methods (sessiongate: the agent of
+     * RunJob, SubmitJob and WatchJob) gives their calls the profile of the
+     * first mapping the call's sub-key matches.
+     *
+     * @generated from field: repeated timeoutprofile.v1.SubKeyMapping sub_keys = 2;
+     */
+    subKeys: SubKeyMapping[];
+    /**
+     * The methods whose calls carry sub-keys, sorted.
+     *
+     * @generated from field: repeated string sub_key_methods = 3;
+     */
+    subKeyMethods: string[];
 };
 /**
  * Describes the message timeoutprofile.v1.ListProfilesResponse.
  * Use `create(ListProfilesResponseSchema)` to create a new message.
  */
 export declare const ListProfilesResponseSchema: GenMessage<ListProfilesResponse>;
+/**
+ * SubKeyMapping maps a sub-key pattern to a profile.
+ *
+ * @generated from message timeoutprofile.v1.SubKeyMapping
+ */
+export type SubKeyMapping = Message<"timeoutprofile.v1.SubKeyMapping"> & {
+    /**
+     * An exact sub-key ("code-review", "code-review@2.0.0") or a glob
+     * ("review-*", "code-review@2.*"; path.Match syntax).
+     *
+     * @generated from field: string pattern = 1;
+     */
+    pattern: string;
+    /**
+     * The profile calls with a matching sub-key get.
+     *
+     * @generated from field: string profile_name = 2;
+     */
+    profileName: string;
+    /**
+     * The streaming limits for streaming methods, if the mapping sets them.
+     *
+     * @generated from field: timeoutprofile.v1.StreamingTimeoutPolicy streaming = 3;
+     */
+    streaming?: StreamingTimeoutPolicy | undefined;
+};
+/**
+ * Describes the message timeoutprofile.v1.SubKeyMapping.
+ * Use `create(SubKeyMappingSchema)` to create a new message.
+ */
+export declare const SubKeyMappingSchema: GenMessage<SubKeyMapping>;
 /**
  * ResolveProfileRequest names a method.
  *
@@ -175,6 +221,13 @@ export type ResolveProfileRequest = Message<"timeoutprofile.v1.ResolveProfileReq
      * @generated from field: string caller = 2;
      */
     caller: string;
+    /**
+     * Optional sub-key of the call (sessiongate: the agent, "name" or
+     * "name@version"), for methods that carry sub-keys.
+     *
+     * @generated from field: string sub_key = 3;
+     */
+    subKey: string;
 };
 /**
  * Describes the message timeoutprofile.v1.ResolveProfileRequest.
@@ -213,6 +266,13 @@ export type ResolveProfileResponse = Message<"timeoutprofile.v1.ResolveProfileRe
      * @generated from field: timeoutprofile.v1.StreamingTimeoutPolicy streaming = 4;
      */
     streaming?: StreamingTimeoutPolicy | undefined;
+    /**
+     * The sub-key mapping's pattern that chose the profile, when source is
+     * PROFILE_SOURCE_SUB_KEY.
+     *
+     * @generated from field: string sub_key_pattern = 5;
+     */
+    subKeyPattern: string;
 };
 /**
  * Describes the message timeoutprofile.v1.ResolveProfileResponse.
@@ -252,7 +312,13 @@ export declare enum ProfileSource {
      *
      * @generated from enum value: PROFILE_SOURCE_FALLBACK = 4;
      */
-    FALLBACK = 4
+    FALLBACK = 4,
+    /**
+     * A sub-key mapping (configuration "sub_keys") matched the call's sub-key.
+     *
+     * @generated from enum value: PROFILE_SOURCE_SUB_KEY = 5;
+     */
+    SUB_KEY = 5
 }
 /**
  * Describes the enum timeoutprofile.v1.ProfileSource.

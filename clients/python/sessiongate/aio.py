@@ -42,6 +42,9 @@ from typing import Any, AsyncIterator, Callable, Dict, List, Mapping, Optional, 
 import grpc
 import grpc.aio
 
+from ._depth import check_input_depth
+from ._idempotency import call_key
+from ._limits import with_receive_limit
 from ._client import (
     Job,
     JobInfo,
@@ -92,7 +95,7 @@ class Gateway:
             raise ValueError("give exactly one of target and channel")
         self._own_channel = channel is None
         if channel is None:
-            opts = list(options)
+            opts = with_receive_limit(options)
             if retry:
                 opts += [("grpc.enable_retries", 1), ("grpc.service_config", retry_service_config())]
             if credentials is None:
@@ -250,9 +253,10 @@ class Session:
         ``timeout`` passing) cancels the call, and the gateway cancels the
         job upstream."""
         req = pb.RunJobRequest(
-            session_id=self.id, agent=agent, idempotency_key=idempotency_key, max_runtime_sec=max_runtime_sec
+            session_id=self.id, agent=agent, idempotency_key=call_key(idempotency_key), max_runtime_sec=max_runtime_sec
         )
         if input is not None:
+            check_input_depth(input)
             to_value(input, req.input)
         _job_extras(req, agent_version, lease, lease_expires_at, extensions)
         return _run_result(await self._unary("RunJob", req, timeout, server_timeout, metadata))
@@ -274,9 +278,10 @@ class Session:
     ) -> Job:
         """Submit a job; returns once the runtime accepted it."""
         req = pb.SubmitJobRequest(
-            session_id=self.id, agent=agent, idempotency_key=idempotency_key, max_runtime_sec=max_runtime_sec
+            session_id=self.id, agent=agent, idempotency_key=call_key(idempotency_key), max_runtime_sec=max_runtime_sec
         )
         if input is not None:
+            check_input_depth(input)
             to_value(input, req.input)
         _job_extras(req, agent_version, lease, lease_expires_at, extensions)
         return _job(await self._unary("SubmitJob", req, timeout, server_timeout, metadata))

@@ -527,6 +527,10 @@ func (s *service) WatchJob(req *sessiongatev1.WatchJobRequest, stream sessiongat
 			if isEOF(err) {
 				return nil
 			}
+			if errors.Is(err, upstream.ErrSlowConsumer) {
+				// Shed under the session's caps: say which job's stream.
+				return slowConsumerStatus(req.GetJobId())
+			}
 			return s.err(err)
 		}
 		if err := snd.send(ctx, watchItem(item)); err != nil {

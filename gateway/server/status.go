@@ -278,6 +278,14 @@ func runtimeText(s string) string {
 	return s
 }
 
+// slowConsumerStatus is ErrSlowConsumer for a watcher of jobID: its events
+// were shed under the session's caps (this job's stream, not another's).
+func slowConsumerStatus(jobID string) error {
+	return gatewayStatus(codes.ResourceExhausted, "SLOW_CONSUMER",
+		"the stream of job "+jobID+" fell too far behind its events and the session's event buffer is full: watch again with from_event_seq",
+		map[string]string{"job_id": jobID})
+}
+
 // lostStatus maps a session the runtime ended or would not resume, with the
 // runtime's own code and message when it sent them.
 func lostStatus(lost *upstream.LostError) error {

@@ -15,8 +15,8 @@ from typing import List, Tuple
 import grpc
 
 import sessiongate as sg
-from sessiongate._gen.sessiongate.v1 import sessiongate_pb2 as pb
-from sessiongate._gen.sessiongate.v1 import sessiongate_pb2_grpc as pb_grpc
+from sessiongate.pb.sessiongate.v1 import sessiongate_pb2 as pb
+from sessiongate.pb.sessiongate.v1 import sessiongate_pb2_grpc as pb_grpc
 
 from gateway_process import GatewayProcess
 

@@ -71,6 +71,33 @@ def retry_service_config() -> str:
     return resources.files(__package__).joinpath("retry_service_config.json").read_text()
 
 
+
+def channel_options(options: Sequence[Tuple[str, Any]], retry: bool) -> List[Tuple[str, Any]]:
+    """The options of a channel the client makes: the caller's, the receive
+    limit, and the published retry policy unless retry is off."""
+    opts = with_receive_limit(options)
+    if retry:
+        opts += [("grpc.enable_retries", 1), ("grpc.service_config", retry_service_config())]
+    return opts
+
+
+def call_metadata(
+    auth: Metadata,
+    timeout: Optional[float],
+    session_id: Optional[str],
+    server_timeout: Optional[float] = None,
+    extra: Sequence[Tuple[str, str]] = (),
+) -> Metadata:
+    """A call's metadata: the bearer token, x-timeout-ms (the server
+    budget asked for, else the call's own timeout) and the session header."""
+    md = auth
+    ms = _timeout_ms(server_timeout if server_timeout is not None else timeout)
+    if ms is not None:
+        md += ((TIMEOUT_METADATA_KEY, str(ms)),)
+    if session_id is not None:
+        md += ((SESSION_METADATA_KEY, session_id),)
+    return md + tuple(extra)
+
 class Status(str, enum.Enum):
     """A session's liveness, as the HTTP probe spells it."""
 
@@ -461,9 +488,7 @@ class Gateway:
             raise ValueError("give exactly one of target and channel")
         self._own_channel = channel is None
         if channel is None:
-            opts = with_receive_limit(options)
-            if retry:
-                opts += [("grpc.enable_retries", 1), ("grpc.service_config", retry_service_config())]
+            opts = channel_options(options, retry)
             if credentials is None:
                 channel = grpc.insecure_channel(target, options=opts)
             else:
@@ -482,13 +507,7 @@ class Gateway:
         server_timeout: Optional[float] = None,
         extra: Sequence[Tuple[str, str]] = (),
     ) -> Metadata:
-        md = self._auth
-        ms = _timeout_ms(server_timeout if server_timeout is not None else timeout)
-        if ms is not None:
-            md += ((TIMEOUT_METADATA_KEY, str(ms)),)
-        if session_id is not None:
-            md += ((SESSION_METADATA_KEY, session_id),)
-        return md + tuple(extra)
+        return call_metadata(self._auth, timeout, session_id, server_timeout, extra)
 
     def _unary(
         self,

@@ -44,7 +44,6 @@ import grpc.aio
 
 from ._depth import check_input_depth
 from ._idempotency import call_key
-from ._limits import with_receive_limit
 from ._client import (
     Job,
     JobInfo,
@@ -60,9 +59,9 @@ from ._client import (
     _run_result,
     _session_info,
     _session_status,
-    _timeout_ms,
     _watch_item,
-    retry_service_config,
+    call_metadata,
+    channel_options,
     SESSION_METADATA_KEY,
     TIMEOUT_METADATA_KEY,
 )
@@ -95,9 +94,7 @@ class Gateway:
             raise ValueError("give exactly one of target and channel")
         self._own_channel = channel is None
         if channel is None:
-            opts = with_receive_limit(options)
-            if retry:
-                opts += [("grpc.enable_retries", 1), ("grpc.service_config", retry_service_config())]
+            opts = channel_options(options, retry)
             if credentials is None:
                 channel = grpc.aio.insecure_channel(target, options=opts)
             else:
@@ -114,13 +111,7 @@ class Gateway:
         server_timeout: Optional[float] = None,
         extra: Sequence[Tuple[str, str]] = (),
     ) -> Metadata:
-        md = self._auth
-        ms = _timeout_ms(server_timeout if server_timeout is not None else timeout)
-        if ms is not None:
-            md += ((TIMEOUT_METADATA_KEY, str(ms)),)
-        if session_id is not None:
-            md += ((SESSION_METADATA_KEY, session_id),)
-        return md + tuple(extra)
+        return call_metadata(self._auth, timeout, session_id, server_timeout, extra)
 
     def _start(self, start: Callable[[], Any]) -> Any:
         if self._closed:

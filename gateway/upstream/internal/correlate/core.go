@@ -291,10 +291,7 @@ func (c *Core) MayWriteSubmit(id ID, trace string) bool {
 	if !c.MayWriteSubmits() {
 		return false
 	}
-	if c.fifoIdle() || c.echo == 1 && c.identifies(id, trace) && c.cfg.brokenRule != "pipeline-always" {
-		return true
-	}
-	if c.cfg.brokenRule == "pipeline-always" {
+	if c.fifoIdle() || c.echo == 1 && c.identifies(id, trace) || c.cfg.brokenRule == "pipeline-always" {
 		return true
 	}
 	c.ctr.SerializedWrites++

@@ -185,7 +185,16 @@ func Percent(h Heap, minHeap uint64, base int) int {
 	if scanned := h.Live + h.Stacks + h.Globals; scanned > 0 {
 		p = math.Min(p, float64(minHeap-h.Live)*100/float64(scanned))
 	}
-	return max(base, int(math.Min(math.Floor(p), maxPercent)))
+	n := max(base, int(math.Min(math.Floor(p), maxPercent)))
+	// The float estimate can be off by one either way from Goal's integer
+	// division: settle on the exact answer (a step or two at most).
+	for n > base && Goal(h, n) > minHeap {
+		n--
+	}
+	for n < maxPercent && Goal(h, n+1) <= minHeap {
+		n++
+	}
+	return n
 }
 
 // Stop restores the configured GOGC. It is safe to call on a nil Tuner and

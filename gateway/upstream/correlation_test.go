@@ -62,15 +62,7 @@ func testPipelinedSubmits(t *testing.T, dialect arcpruntime.Dialect, modeName st
 			c := dial(t, cfg)
 			rt.SetAcceptDelay(delay)
 
-			type outcome struct {
-				input     json.RawMessage
-				impatient bool
-				acc       arcp.Accepted
-				err       error
-				term      upstream.Terminal
-				werr      error
-			}
-			res := make([]outcome, n)
+			res := make([]pipelineOutcome, n)
 			rng := rand.New(rand.NewPCG(7, uint64(len(mode.name))))
 			for i := range res {
 				res[i].impatient = rng.IntN(3) == 0
@@ -97,6 +89,13 @@ func testPipelinedSubmits(t *testing.T, dialect arcpruntime.Dialect, modeName st
 			}
 			close(start)
 			wg.Wait()
+			if !mode.noTrace {
+				// However loaded the machine (every random caller may give
+				// up before its submit is written), one submit is abandoned
+				// in flight for sure: its accept is held until the caller
+				// has given up after the runtime received it.
+				res = append(res, abandonInFlight(ctx, t, c, rt))
+			}
 
 			owner := map[string]int{} // job id -> caller
 			answered, gaveUp := 0, 0
@@ -149,7 +148,7 @@ func testPipelinedSubmits(t *testing.T, dialect arcpruntime.Dialect, modeName st
 				// (Written one at a time, a submit is rarely abandoned in
 				// flight: the serialized path's tombstones are exercised
 				// by the correlation core's property test.)
-				t.Fatal("no submit was abandoned after being sent: the tombstone path was not exercised")
+				t.Fatal("no submit was abandoned after being sent, not even abandonInFlight's: the tombstone path was not exercised")
 			}
 			waitFor(ctx, t, "every orphan to be cancelled upstream", func() bool {
 				for _, id := range orphans {
@@ -501,4 +500,39 @@ func TestUndecodableFrameWhileSubmitWaits(t *testing.T) {
 		t.Fatalf("generation %d: the transport was not dropped", g)
 	}
 	rt.SetAcceptDelay(0)
+}
+
+// pipelineOutcome is one caller of testPipelinedSubmits.
+type pipelineOutcome struct {
+	input     json.RawMessage
+	impatient bool
+	acc       arcp.Accepted
+	err       error
+	term      upstream.Terminal
+	werr      error
+}
+
+// abandonInFlight submits one job whose accept the runtime holds for two
+// seconds, and gives up once the runtime has received the submit: an abandon
+// in flight whatever the scheduling. The runtime's accept delay is restored.
+func abandonInFlight(ctx context.Context, t *testing.T, c *upstream.Conn, rt *arcpruntime.Runtime) pipelineOutcome {
+	t.Helper()
+	o := pipelineOutcome{impatient: true, input: mustJSON(t, map[string]string{"token": "abandoned-in-flight-" + arcp.NewID()})}
+	before := rt.Stats().JobsSubmitted
+	rt.SetAcceptDelay(2 * time.Second)
+	defer rt.SetAcceptDelay(0)
+	sctx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		o.acc, o.err = c.Submit(sctx, arcp.Submit{Agent: "echo", Input: o.input})
+	}()
+	waitFor(ctx, t, "the runtime to receive the submit", func() bool { return rt.Stats().JobsSubmitted > before })
+	cancel(context.DeadlineExceeded)
+	<-done
+	if o.err == nil {
+		t.Fatalf("abandonInFlight: Submit answered %+v although the runtime held its accept", o.acc)
+	}
+	o.err = fmt.Errorf("%w (gave up in flight: %w)", context.DeadlineExceeded, o.err)
+	return o
 }

@@ -8,6 +8,8 @@ import { after, before, describe, it } from "node:test";
 
 import {
   AbortedError,
+  CancelledError,
+  ClientClosedError,
   Gateway,
   GatewayError,
   NotFoundError,
@@ -204,6 +206,62 @@ describe("against a gateway", { timeout: 120_000 }, () => {
     const { Metadata } = await import("@grpc/grpc-js");
     const e = fromServiceError(Object.assign(new Error("x"), { code: 12, details: "no such method", metadata: new Metadata() }));
     assert.ok(e instanceof UnimplementedError);
+  });
+
+  it("rejects calls on a closed Gateway with ClientClosedError, and sends nothing", async () => {
+    const closed = (e: unknown) =>
+      e instanceof ClientClosedError &&
+      e instanceof CancelledError &&
+      e.code === 1 &&
+      e.reason === "CLIENT_CLOSED" &&
+      e.domain === "sessiongate.client";
+    const g = new Gateway(gwp.addr);
+    const s = await open(g);
+    const other = gw.session(s.id);
+    try {
+      g.close();
+      g.close(); // idempotent
+      await assert.rejects(s.run("echo", { a: 1 }, { timeoutMs: 10_000 }), closed);
+      await assert.rejects(s.submit("echo", { a: 1 }, { timeoutMs: 10_000 }), closed);
+      await assert.rejects(s.status({ timeoutMs: 10_000 }), closed);
+      await assert.rejects(g.openSession({}, { timeoutMs: 10_000 }), closed);
+      await assert.rejects(s.watch("j-any", { timeoutMs: 10_000 }).next(), closed);
+      await assert.rejects(s.listJobs("", { timeoutMs: 10_000 }).next(), closed);
+      await assert.rejects(s.close("", { timeoutMs: 10_000 }), closed);
+      // Nothing reached the gateway: the session is live and ran no job.
+      assert.equal((await other.status({ timeoutMs: 10_000 })).status, "live");
+      const jobs: unknown[] = [];
+      for await (const j of other.listJobs("", { timeoutMs: 10_000 })) jobs.push(j);
+      assert.deepEqual(jobs, []);
+    } finally {
+      await other.close("", { timeoutMs: 10_000 });
+    }
+  });
+
+  it("a watch cut after its Gateway was closed rejects with ClientClosedError rather than re-opening", async () => {
+    const proxy = await new CutProxy(gwp.addr).start();
+    const pg = new Gateway(proxy.addr);
+    const s = await open(pg);
+    try {
+      const job = await s.submit("stream", { count: 50, interval_ms: 40 }, { timeoutMs: 10_000 });
+      let n = 0;
+      await assert.rejects(
+        (async () => {
+          for await (const i of s.watch(job, { timeoutMs: 60_000 })) {
+            if (i.type === "event" && ++n === 3) {
+              pg.close(); // the running stream goes on …
+              proxy.cut(); // … until the connection drops: UNAVAILABLE, which would re-open the watch
+            }
+          }
+        })(),
+        (e: unknown) => e instanceof ClientClosedError,
+      );
+      assert.ok(n >= 3 && n < 50, `events before the cut: ${n}`);
+      assert.equal(proxy.connections, 1, "the watch re-opened on a closed Gateway");
+    } finally {
+      await gw.session(s.id).close("", { timeoutMs: 10_000 });
+      await proxy.close();
+    }
   });
 
   it("aborting a run cancels the job: the runtime reports it cancelled", async () => {

@@ -193,6 +193,25 @@ describe("against a gateway", { timeout: 120_000 }, () => {
     assert.doesNotThrow(() => toValue({ a: shared, b: shared, c: bare, d: new Date(0) }));
   });
 
+  it("has an error class for every gRPC code, named after it", async () => {
+    const errors = await import("../src/index.js");
+    const { Metadata, status } = await import("@grpc/grpc-js");
+    const classes = new Set<unknown>();
+    for (const [name, code] of Object.entries(status)) {
+      if (typeof code !== "number" || code === status.OK) continue;
+      const e = fromServiceError(Object.assign(new Error(name), { code, details: name, metadata: new Metadata() }));
+      // DEADLINE_EXCEEDED → DeadlineExceededError, …
+      const want = name.toLowerCase().replace(/(^|_)([a-z])/g, (_, __, c: string) => c.toUpperCase()) + "Error";
+      assert.equal(e.constructor.name, want, name);
+      assert.equal(e.constructor, (errors as Record<string, unknown>)[want], `${want} is not exported`);
+      assert.ok(e instanceof GatewayError);
+      assert.equal(e.code, code);
+      assert.equal(e.codeName, name);
+      classes.add(e.constructor);
+    }
+    assert.equal(classes.size, 16, "one class per code");
+  });
+
   it("has an error class for ABORTED, NOT_FOUND and UNIMPLEMENTED", async () => {
     const s = await open();
     try {

@@ -359,11 +359,13 @@ if __name__ == "__main__":
 
 
 class ClusterTest(unittest.TestCase):
-    """A watch through a replica that relays to the session's owner, across
-    the owner's SIGKILL (real processes: redis-server, the runtime, three
-    replicas): the relayed stream is cut with UNAVAILABLE OWNER_UNREACHABLE
-    (then the session is taken over), the watch re-opens itself, and every
-    event arrives once, in order. Needs redis-server (CI installs it)."""
+    """Watches across a replica's end (real processes: redis-server, the
+    runtime, three replicas). A watch through a replica that relays to the
+    session's owner, across the owner's SIGKILL: the relayed stream is cut
+    with UNAVAILABLE OWNER_UNREACHABLE (then the session is taken over). A
+    watch on the owner, across its drain: the stream is cut with
+    SESSION_HANDED_OFF. Either way the watch re-opens itself and every event
+    arrives once, in order. Needs redis-server (CI installs it)."""
 
     def setUp(self) -> None:
         from gateway_process import ClusterProcess

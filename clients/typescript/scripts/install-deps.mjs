@@ -43,8 +43,9 @@ if (missing.length === 0) process.exit(0);
 const outerOnly = /^npm_(config_(local_prefix|prefix|global|global_prefix|omit|include|only|production|save.*|install_links|workspaces?|include_workspace_root|dry_run|package_lock.*|ignore_scripts|foreground_scripts)|package_.*|lifecycle_.*|command)$/i;
 const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !outerOnly.test(k)));
 
+// The npm running this script (npm_execpath), else the npm on PATH.
 const npmCli = process.env.npm_execpath;
-const [cmd, pre] = npmCli && /\.[cm]?js$/.test(npmCli) ? [process.execPath, [npmCli]] : ["npm", []];
+const [cmd, pre] = npmCli && /npm-cli\.[cm]?js$/.test(npmCli) ? [process.execPath, [npmCli]] : ["npm", []];
 const args = [...pre, "install", "--omit=dev", "--ignore-scripts", "--no-save", "--no-audit", "--no-fund", "--prefix", pkgDir];
 console.error(`@sessiongate/client: installing its dependencies (${missing.join(", ")}) in ${pkgDir}, which npm linked without them`);
 const r = spawnSync(cmd, args, { cwd: pkgDir, env, stdio: "inherit", shell: cmd === "npm" && process.platform === "win32" });

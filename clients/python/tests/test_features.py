@@ -359,11 +359,13 @@ if __name__ == "__main__":
 
 
 class ClusterTest(unittest.TestCase):
-    """A watch through a replica that relays to the session's owner, across
-    the owner's SIGKILL (real processes: redis-server, the runtime, three
-    replicas): the relayed stream is cut with UNAVAILABLE OWNER_UNREACHABLE
-    (then the session is taken over), the watch re-opens itself, and every
-    event arrives once, in order. Needs redis-server (CI installs it)."""
+    """Watches across a replica's end (real processes: redis-server, the
+    runtime, three replicas). A watch through a replica that relays to the
+    session's owner, across the owner's SIGKILL: the relayed stream is cut
+    with UNAVAILABLE OWNER_UNREACHABLE (then the session is taken over). A
+    watch on the owner, across its drain: the stream is cut with
+    SESSION_HANDED_OFF. Either way the watch re-opens itself and every event
+    arrives once, in order. Needs redis-server (CI installs it)."""
 
     def setUp(self) -> None:
         from gateway_process import ClusterProcess
@@ -395,6 +397,61 @@ class ClusterTest(unittest.TestCase):
             reasons = {(e.code, e.reason) for e in w.cuts}
             self.assertTrue(all(c == grpc.StatusCode.UNAVAILABLE for c, _ in reasons), reasons)
             self.assertTrue(reasons & {(grpc.StatusCode.UNAVAILABLE, r) for r in ("OWNER_UNREACHABLE", "SESSION_HANDED_OFF")}, reasons)
+
+    def test_watch_resumes_across_a_handoff_from_its_cursor(self) -> None:
+        """A watch open on the session's owner when the owner drains
+        (SIGTERM): the owner hands the session off and cuts the stream with
+        UNAVAILABLE SESSION_HANDED_OFF; the watch re-opens from the last
+        event_seq it delivered, on another replica, and every event arrives
+        once, in order."""
+        opens: List[tuple] = []  # (from_event_seq, seq of the last item delivered then)
+        delivered = 0
+
+        class Recorder(grpc.UnaryStreamClientInterceptor):
+            def intercept_unary_stream(self, continuation, details, request):  # type: ignore[no-untyped-def]
+                if details.method.endswith("/WatchJob"):
+                    opens.append((request.from_event_seq, delivered))
+                return continuation(details, request)
+
+        # pick_first over every replica: one connection carries every call,
+        # so the session is opened on that replica (its owner) and the watch
+        # is open on it; after the drain the channel moves on to another.
+        target = "ipv4:" + ",".join(r.addr for r in self.cluster.replicas)
+        channel = grpc.intercept_channel(grpc.insecure_channel(target), Recorder())
+        drain = None
+        try:
+            with sg.Gateway(channel=channel) as gw:
+                s = gw.open_session(client_name="py-handoff", timeout=10)
+                owner = next((r for i, r in enumerate(self.cluster.replicas) if s.id.startswith(f"s1.gw-{i + 1}.")), None)
+                self.assertIsNotNone(owner, s.id)
+                job = s.submit("stream", {"count": 60, "interval_ms": 50}, timeout=10)
+                w = s.watch(job, timeout=60, resume=sg.ResumePolicy(max_attempts=40, max_backoff=0.5))
+                seen = []
+                last = None
+                for item in w:
+                    delivered = item.event_seq
+                    last = item
+                    if isinstance(item, sg.JobEvent):
+                        seen.append(item.body["i"])
+                        if len(seen) == 10:
+                            drain = threading.Thread(target=owner.stop)  # SIGTERM: a hand-off
+                            drain.start()
+                self.assertIsNotNone(drain, "the owner was never drained")
+                drain.join(timeout=60)
+                self.assertEqual(seen, list(range(60)), "every event once, in order, across the hand-off")
+                self.assertIsInstance(last, sg.JobResult)
+                cuts = [(e.code, e.reason) for e in w.cuts]
+                self.assertIn((grpc.StatusCode.UNAVAILABLE, "SESSION_HANDED_OFF"), cuts)
+                self.assertTrue(all(c == grpc.StatusCode.UNAVAILABLE for c, _ in cuts), cuts)
+                self.assertEqual(w.resumes, len(opens) - 1)
+                self.assertGreaterEqual(len(opens), 2, opens)
+                self.assertEqual(opens[0][0], 0)
+                for i, (frm, last_delivered) in enumerate(opens[1:], 2):
+                    self.assertEqual(frm, last_delivered, f"stream {i} was not opened from the last delivered seq: {opens}")
+        finally:
+            channel.close()
+            if drain is not None:
+                drain.join(timeout=60)
 
     def test_async_watch_resumes_across_a_takeover(self) -> None:
         owner, relay = self.cluster.replicas[0], self.cluster.replicas[1]

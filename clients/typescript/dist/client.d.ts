@@ -274,7 +274,11 @@ export declare class Gateway implements Disposable {
     status(sessionId: string, o?: CallOptions): Promise<SessionStatus>;
     /** The caller's sessions, oldest first. */
     listSessions(o?: CallOptions): Promise<SessionInfo[]>;
-    /** Closes the channel. Idempotent. */
+    /**
+     * Closes the channel. Idempotent. Calls made afterwards (a watch's
+     * re-opening too) reject with ClientClosedError without sending anything;
+     * calls already under way run to their end.
+     */
     close(): void;
     [Symbol.dispose](): void;
 }

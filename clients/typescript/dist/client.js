@@ -4,7 +4,7 @@ import { create, fromBinary, toBinary, } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import * as grpc from "@grpc/grpc-js";
 import { setTimeout as sleep } from "node:timers/promises";
-import { fromServiceError, GatewayError } from "./errors.js";
+import { ClientClosedError, fromServiceError, GatewayError } from "./errors.js";
 import { checkedDepth } from "./depth.js";
 import { callKey } from "./idempotency.js";
 import { withReceiveLimit } from "./limits.js";
@@ -105,6 +105,7 @@ function checkMs(name, v) {
 export class Gateway {
     #client;
     #auth;
+    #closed = false;
     constructor(target, opts = {}) {
         const channelOptions = withReceiveLimit({ ...opts.channelOptions });
         if (opts.retry ?? true) {
@@ -144,6 +145,8 @@ export class Gateway {
             const md = this.#metadata(o, sessionId);
             if (o.signal?.aborted)
                 return reject(abortError(o.signal));
+            if (this.#closed)
+                return reject(new ClientClosedError());
             const deadline = o.timeoutMs !== undefined ? Date.now() + o.timeoutMs : undefined;
             const onAbort = () => call.cancel();
             const call = this.#client.makeUnaryRequest(path(method), (m) => Buffer.from(toBinary(method.input, m)), (b) => fromBinary(method.output, b), create(method.input, req), md, deadline !== undefined ? { deadline } : {}, (err, res) => {
@@ -164,6 +167,8 @@ export class Gateway {
         const md = this.#metadata(o, sessionId);
         if (o.signal?.aborted)
             throw abortError(o.signal);
+        if (this.#closed)
+            throw new ClientClosedError();
         const deadline = o.timeoutMs !== undefined ? Date.now() + o.timeoutMs : undefined;
         const call = this.#client.makeServerStreamRequest(path(method), (m) => Buffer.from(toBinary(method.input, m)), (b) => fromBinary(method.output, b), create(method.input, req), md, deadline !== undefined ? { deadline } : {});
         const onAbort = () => call.cancel();
@@ -219,8 +224,13 @@ export class Gateway {
             activeJobs: s.activeJobs,
         }));
     }
-    /** Closes the channel. Idempotent. */
+    /**
+     * Closes the channel. Idempotent. Calls made afterwards (a watch's
+     * re-opening too) reject with ClientClosedError without sending anything;
+     * calls already under way run to their end.
+     */
     close() {
+        this.#closed = true;
         this.#client.close();
     }
     [Symbol.dispose]() {

@@ -61,6 +61,14 @@ export declare class InternalError extends GatewayError {
 /** CANCELLED: the call, or the job it waited for, was cancelled. */
 export declare class CancelledError extends GatewayError {
 }
+/**
+ * A call made on a closed Gateway (nothing was sent): code CANCELLED, reason
+ * "CLIENT_CLOSED", domain "sessiongate.client". A watch cut after close()
+ * does not re-open; it rejects with this.
+ */
+export declare class ClientClosedError extends CancelledError {
+    constructor(message?: string);
+}
 /** DEADLINE_EXCEEDED without the gateway's details: the caller's own timer fired first. */
 export declare class DeadlineExceededError extends GatewayError {
 }

@@ -16,7 +16,7 @@ import { timestampDate, timestampFromDate, type Timestamp, type Value } from "@b
 import * as grpc from "@grpc/grpc-js";
 import { setTimeout as sleep } from "node:timers/promises";
 
-import { fromServiceError, GatewayError } from "./errors.js";
+import { ClientClosedError, fromServiceError, GatewayError } from "./errors.js";
 import { checkedDepth } from "./depth.js";
 import { callKey } from "./idempotency.js";
 import { withReceiveLimit } from "./limits.js";
@@ -406,6 +406,7 @@ function checkMs(name: string, v: number | undefined): void {
 export class Gateway implements Disposable {
   readonly #client: grpc.Client;
   readonly #auth?: string;
+  #closed = false;
 
   constructor(target: string, opts: GatewayOptions = {}) {
     const channelOptions: grpc.ChannelOptions = withReceiveLimit({ ...opts.channelOptions });
@@ -447,6 +448,7 @@ export class Gateway implements Disposable {
     return new Promise((resolve, reject) => {
       const md = this.#metadata(o, sessionId);
       if (o.signal?.aborted) return reject(abortError(o.signal));
+      if (this.#closed) return reject(new ClientClosedError());
       const deadline = o.timeoutMs !== undefined ? Date.now() + o.timeoutMs : undefined;
       const onAbort = () => call.cancel();
       const call = this.#client.makeUnaryRequest(
@@ -479,6 +481,7 @@ export class Gateway implements Disposable {
   ): AsyncGenerator<MessageShape<O>, void, undefined> {
     const md = this.#metadata(o, sessionId);
     if (o.signal?.aborted) throw abortError(o.signal);
+    if (this.#closed) throw new ClientClosedError();
     const deadline = o.timeoutMs !== undefined ? Date.now() + o.timeoutMs : undefined;
     const call = this.#client.makeServerStreamRequest(
       path(method),
@@ -542,8 +545,13 @@ export class Gateway implements Disposable {
     }));
   }
 
-  /** Closes the channel. Idempotent. */
+  /**
+   * Closes the channel. Idempotent. Calls made afterwards (a watch's
+   * re-opening too) reject with ClientClosedError without sending anything;
+   * calls already under way run to their end.
+   */
   close(): void {
+    this.#closed = true;
     this.#client.close();
   }
 

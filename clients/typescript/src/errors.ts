@@ -80,6 +80,16 @@ export class UnavailableError extends GatewayError {}
 export class InternalError extends GatewayError {}
 /** CANCELLED: the call, or the job it waited for, was cancelled. */
 export class CancelledError extends GatewayError {}
+/**
+ * A call made on a closed Gateway (nothing was sent): code CANCELLED, reason
+ * "CLIENT_CLOSED", domain "sessiongate.client". A watch cut after close()
+ * does not re-open; it rejects with this.
+ */
+export class ClientClosedError extends CancelledError {
+  constructor(message = "the Gateway is closed") {
+    super(Code.CANCELLED, message, { reason: "CLIENT_CLOSED", domain: "sessiongate.client" });
+  }
+}
 /** DEADLINE_EXCEEDED without the gateway's details: the caller's own timer fired first. */
 export class DeadlineExceededError extends GatewayError {}
 /** UNKNOWN: an error without a status, e.g. from a proxy. */

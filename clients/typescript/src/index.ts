@@ -54,6 +54,7 @@ export {
   AbortedError,
   AlreadyExistsError,
   CancelledError,
+  ClientClosedError,
   DataLossError,
   DeadlineExceededError,
   FailedPreconditionError,

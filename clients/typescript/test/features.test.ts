@@ -6,8 +6,12 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 
+import * as grpc from "@grpc/grpc-js";
+
 import {
   AbortedError,
+  CancelledError,
+  ClientClosedError,
   Gateway,
   GatewayError,
   NotFoundError,
@@ -17,6 +21,7 @@ import {
   type Session,
   type WatchItem,
 } from "../src/index.js";
+import { fromServiceError } from "../src/errors.js";
 import { Resumer, resumable } from "../src/resume.js";
 import { ClusterProcess, CutProxy, GatewayProcess } from "./gateway.js";
 
@@ -188,6 +193,25 @@ describe("against a gateway", { timeout: 120_000 }, () => {
     assert.doesNotThrow(() => toValue({ a: shared, b: shared, c: bare, d: new Date(0) }));
   });
 
+  it("has an error class for every gRPC code, named after it", async () => {
+    const errors = await import("../src/index.js");
+    const { Metadata, status } = await import("@grpc/grpc-js");
+    const classes = new Set<unknown>();
+    for (const [name, code] of Object.entries(status)) {
+      if (typeof code !== "number" || code === status.OK) continue;
+      const e = fromServiceError(Object.assign(new Error(name), { code, details: name, metadata: new Metadata() }));
+      // DEADLINE_EXCEEDED → DeadlineExceededError, …
+      const want = name.toLowerCase().replace(/(^|_)([a-z])/g, (_, __, c: string) => c.toUpperCase()) + "Error";
+      assert.equal(e.constructor.name, want, name);
+      assert.equal(e.constructor, (errors as Record<string, unknown>)[want], `${want} is not exported`);
+      assert.ok(e instanceof GatewayError);
+      assert.equal(e.code, code);
+      assert.equal(e.codeName, name);
+      classes.add(e.constructor);
+    }
+    assert.equal(classes.size, 16, "one class per code");
+  });
+
   it("has an error class for ABORTED, NOT_FOUND and UNIMPLEMENTED", async () => {
     const s = await open();
     try {
@@ -204,6 +228,62 @@ describe("against a gateway", { timeout: 120_000 }, () => {
     const { Metadata } = await import("@grpc/grpc-js");
     const e = fromServiceError(Object.assign(new Error("x"), { code: 12, details: "no such method", metadata: new Metadata() }));
     assert.ok(e instanceof UnimplementedError);
+  });
+
+  it("rejects calls on a closed Gateway with ClientClosedError, and sends nothing", async () => {
+    const closed = (e: unknown) =>
+      e instanceof ClientClosedError &&
+      e instanceof CancelledError &&
+      e.code === 1 &&
+      e.reason === "CLIENT_CLOSED" &&
+      e.domain === "sessiongate.client";
+    const g = new Gateway(gwp.addr);
+    const s = await open(g);
+    const other = gw.session(s.id);
+    try {
+      g.close();
+      g.close(); // idempotent
+      await assert.rejects(s.run("echo", { a: 1 }, { timeoutMs: 10_000 }), closed);
+      await assert.rejects(s.submit("echo", { a: 1 }, { timeoutMs: 10_000 }), closed);
+      await assert.rejects(s.status({ timeoutMs: 10_000 }), closed);
+      await assert.rejects(g.openSession({}, { timeoutMs: 10_000 }), closed);
+      await assert.rejects(s.watch("j-any", { timeoutMs: 10_000 }).next(), closed);
+      await assert.rejects(s.listJobs("", { timeoutMs: 10_000 }).next(), closed);
+      await assert.rejects(s.close("", { timeoutMs: 10_000 }), closed);
+      // Nothing reached the gateway: the session is live and ran no job.
+      assert.equal((await other.status({ timeoutMs: 10_000 })).status, "live");
+      const jobs: unknown[] = [];
+      for await (const j of other.listJobs("", { timeoutMs: 10_000 })) jobs.push(j);
+      assert.deepEqual(jobs, []);
+    } finally {
+      await other.close("", { timeoutMs: 10_000 });
+    }
+  });
+
+  it("a watch cut after its Gateway was closed rejects with ClientClosedError rather than re-opening", async () => {
+    const proxy = await new CutProxy(gwp.addr).start();
+    const pg = new Gateway(proxy.addr);
+    const s = await open(pg);
+    try {
+      const job = await s.submit("stream", { count: 50, interval_ms: 40 }, { timeoutMs: 10_000 });
+      let n = 0;
+      await assert.rejects(
+        (async () => {
+          for await (const i of s.watch(job, { timeoutMs: 60_000 })) {
+            if (i.type === "event" && ++n === 3) {
+              pg.close(); // the running stream goes on …
+              proxy.cut(); // … until the connection drops: UNAVAILABLE, which would re-open the watch
+            }
+          }
+        })(),
+        (e: unknown) => e instanceof ClientClosedError,
+      );
+      assert.ok(n >= 3 && n < 50, `events before the cut: ${n}`);
+      assert.equal(proxy.connections, 1, "the watch re-opened on a closed Gateway");
+    } finally {
+      await gw.session(s.id).close("", { timeoutMs: 10_000 });
+      await proxy.close();
+    }
   });
 
   it("aborting a run cancels the job: the runtime reports it cancelled", async () => {
@@ -259,6 +339,84 @@ describe("against a gateway", { timeout: 120_000 }, () => {
 });
 
 describe("in a cluster", { timeout: 120_000 }, () => {
+  it("a watch on the session's owner resumes across the owner's drain (SESSION_HANDED_OFF) from its cursor: every event once, in order", async (t) => {
+    if (!ClusterProcess.available()) {
+      if (process.env.CI === "true") assert.fail("redis-server is not on PATH (CI=true: apt-get install -y redis-server)");
+      t.skip("redis-server is not on PATH");
+      return;
+    }
+    const cluster = await new ClusterProcess().start();
+    // Every WatchJob stream opened (its from_event_seq, and the seq of the
+    // last item the loop had then) and every status it ended with.
+    type Entry = { open: true; from: number; delivered: number } | { open: false; code: number; reason?: string; details: string };
+    const log: Entry[] = [];
+    let delivered = 0;
+    const recorder: grpc.Interceptor = (options, nextCall) => {
+      if (!options.method_definition.path.endsWith("/WatchJob")) return new grpc.InterceptingCall(nextCall(options));
+      return new grpc.InterceptingCall(nextCall(options), {
+        sendMessage(message: { fromEventSeq: bigint }, next) {
+          log.push({ open: true, from: Number(message.fromEventSeq), delivered });
+          next(message);
+        },
+        start(metadata, listener, next) {
+          next(metadata, {
+            onReceiveStatus(st, nextStatus) {
+              // CANCELLED is the client ending a stream it is done with (after
+              // the terminal item, before the server's status came): not a cut.
+              if (st.code !== grpc.status.OK && st.code !== grpc.status.CANCELLED) {
+                const e = fromServiceError(Object.assign(new Error(st.details), st) as grpc.ServiceError);
+                log.push({ open: false, code: st.code, reason: e.reason, details: st.details });
+              }
+              nextStatus(st);
+            },
+          });
+        },
+      });
+    };
+    // pick_first over every replica: one connection (to the first, unless
+    // it is slow to connect) carries every call, so the session is opened on
+    // that replica and the watch is open on it, the owner; after its drain
+    // the channel moves on to another replica, which reaches the adopter.
+    const g = new Gateway(`ipv4:${cluster.replicas.map((r) => r.addr).join(",")}`, { interceptors: [recorder] });
+    let drained: Promise<void> | undefined;
+    try {
+      const s = await g.openSession({ clientName: "ts-handoff" }, { timeoutMs: 10_000 });
+      const owner = cluster.replicas.find((_, i) => s.id.startsWith(`s1.gw-${i + 1}.`));
+      assert.ok(owner, `the session ${s.id} names no replica`);
+      const job = await s.submit("stream", { count: 60, interval_ms: 50 }, { timeoutMs: 10_000 });
+      const seen: number[] = [];
+      let last: WatchItem | undefined;
+      for await (const item of s.watch(job, { timeoutMs: 60_000, resume: { maxAttempts: 40, maxBackoffMs: 500 } })) {
+        delivered = item.eventSeq;
+        last = item;
+        if (item.type !== "event") continue;
+        seen.push((item.body as { i: number }).i);
+        if (seen.length === 10) drained = owner.stop(); // SIGTERM: the owner hands its sessions off
+      }
+      await drained;
+      assert.deepEqual(seen, [...Array(60).keys()], "every event once, in order, across the hand-off");
+      assert.equal(last?.type, "result");
+
+      const cuts = log.filter((e) => !e.open);
+      const opens = log.filter((e) => e.open);
+      t.diagnostic(`${opens.length} streams; cuts ${cuts.map((c) => `${c.code} ${c.reason ?? ""}`).join(", ")}`);
+      const handedOff = log.findIndex((e) => !e.open && e.code === grpc.status.UNAVAILABLE && e.reason === "SESSION_HANDED_OFF");
+      assert.ok(handedOff >= 0, `no stream was cut with SESSION_HANDED_OFF: ${JSON.stringify(cuts)}`);
+      for (const c of cuts) {
+        assert.ok(!c.open && c.code === grpc.status.UNAVAILABLE, `a cut the watch does not resume after: ${JSON.stringify(c)}`);
+      }
+      assert.ok(log.slice(handedOff + 1).some((e) => e.open), "the watch was not re-opened after the hand-off");
+      opens.forEach((o, i) => {
+        if (o.open) assert.equal(o.from, i === 0 ? 0 : o.delivered, `stream ${i + 1} was not opened from the last delivered seq`);
+      });
+    } finally {
+      g.close();
+      await drained;
+      await cluster.stop();
+    }
+  });
+
+
   it("a watch through a relaying replica resumes across the owner's SIGKILL: every event once, in order", async (t) => {
     if (!ClusterProcess.available()) {
       if (process.env.CI === "true") assert.fail("redis-server is not on PATH (CI=true: apt-get install -y redis-server)");

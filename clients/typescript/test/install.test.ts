@@ -1,16 +1,17 @@
 // Installs the package as a user would, into empty projects outside the
-// repository: from `npm pack`'s tarball, and from the folder with
-// `npm install --install-links`. The tarball's project compiles README.md's
-// example with the shipped tsconfig.base.json and runs it against a gateway
-// on this Node and, when $SESSIONGATE_NODE22 names a Node 22 binary (CI
-// installs one), on Node 22 too. Needs the npm registry (for the package's
-// dependencies and typescript).
+// repository: from `npm pack`'s tarball, and with a plain `npm install
+// <folder>` of a copy of the package folder as a fresh clone has it (no
+// node_modules). Each project compiles README.md's example with the shipped
+// tsconfig.base.json and runs it against a gateway on this Node and, when
+// $SESSIONGATE_NODE22 names a Node 22 binary (CI installs one), on Node 22
+// too. Needs the npm registry (for the package's dependencies and
+// typescript).
 
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { after, before, it } from "node:test";
 import { promisify } from "node:util";
 
@@ -44,16 +45,12 @@ function emptyProject(name: string): string {
   return dir;
 }
 
-it("installs from npm pack's tarball and runs the README example", { timeout: 600_000 }, async () => {
-  const packed = await npm(PKG, "pack", "--json", "--pack-destination", tmp);
-  const [{ filename, files }] = JSON.parse(packed) as [{ filename: string; files: { path: string }[] }];
-  const paths = files.map((f) => f.path);
-  for (const want of ["dist/index.js", "dist/index.d.ts", "tsconfig.base.json", "README.md", "package.json"]) {
-    assert.ok(paths.includes(want), `the tarball lacks ${want}: ${paths.join(" ")}`);
-  }
-  const dir = emptyProject("from-tarball");
-  await npm(dir, "install", join(tmp, filename), "typescript@5.9.3", "@types/node@20.19.43");
-
+/**
+ * Compiles README.md's example in dir (where @sessiongate/client, typescript
+ * and @types/node are installed) with a tsconfig that extends the package's
+ * tsconfig.base.json, and runs it against the test gateway on each Node.
+ */
+async function runReadmeExample(dir: string): Promise<void> {
   const readme = readFileSync(join(PKG, "README.md"), "utf8");
   const m = /<!-- typescript-example:begin -->\s*```ts\n([\s\S]*?)```\s*<!-- typescript-example:end -->/.exec(readme);
   assert.ok(m, "clients/typescript/README.md has no typescript-example block");
@@ -74,21 +71,41 @@ it("installs from npm pack's tarball and runs the README example", { timeout: 60
     assert.match(stdout, /"status":"live"/, `on ${version}: JSON.stringify of a status`);
     assert.match(stdout, /timed out/, `on ${version}`);
   }
+}
+
+it("installs from npm pack's tarball and runs the README example", { timeout: 600_000 }, async () => {
+  const packed = await npm(PKG, "pack", "--json", "--pack-destination", tmp);
+  const [{ filename, files }] = JSON.parse(packed) as [{ filename: string; files: { path: string }[] }];
+  const paths = files.map((f) => f.path);
+  for (const want of ["dist/index.js", "dist/index.d.ts", "scripts/install-deps.mjs", "tsconfig.base.json", "README.md", "package.json"]) {
+    assert.ok(paths.includes(want), `the tarball lacks ${want}: ${paths.join(" ")}`);
+  }
+  const dir = emptyProject("from-tarball");
+  await npm(dir, "install", join(tmp, filename), "typescript@5.9.3", "@types/node@20.19.43");
+  // The dependencies are the project's; the install script found them and left the package alone.
+  assert.ok(existsSync(join(dir, "node_modules", "@bufbuild", "protobuf", "package.json")));
+  assert.ok(!existsSync(join(dir, "node_modules", "@sessiongate", "client", "node_modules")), "the install script installed into a tarball install");
+  await runReadmeExample(dir);
 });
 
-it("installs from the folder with npm install --install-links", { timeout: 600_000 }, async () => {
+// `npm install <folder>` of a folder outside the project makes a symlink and
+// installs none of the folder's dependencies; Node resolves the package's
+// imports from the folder's real path. The package's install script
+// (scripts/install-deps.mjs) installs them there. Without it the example
+// fails with "Cannot find package '@bufbuild/protobuf'".
+it("installs from a fresh clone's folder with a plain npm install and runs the README example", { timeout: 600_000 }, async () => {
+  // The package folder as a clone has it: no node_modules, no build output of the tests.
+  const clone = join(tmp, "clone", "clients", "typescript");
+  const skip = new Set(["node_modules", "dist-test", ".tmp"]);
+  cpSync(PKG, clone, { recursive: true, filter: (src) => !skip.has(basename(src)) });
+  assert.ok(!existsSync(join(clone, "node_modules")));
+
   const dir = emptyProject("from-folder");
-  await npm(dir, "install", "--install-links", PKG);
-  writeFileSync(
-    join(dir, "check.js"),
-    `import { Gateway } from "@sessiongate/client";
-const gw = new Gateway(${JSON.stringify(gwp.addr)});
-const s = await gw.openSession({ clientName: "from-folder" }, { timeoutMs: 10000 });
-console.log(JSON.stringify((await s.run("echo", { ok: 1 }, { timeoutMs: 10000 })).result));
-await s.close();
-gw.close();
-`,
-  );
-  const { stdout } = await run(process.execPath, [join(dir, "check.js")], { cwd: dir, timeout: 60_000 });
-  assert.equal(stdout.trim(), '{"ok":1}');
+  await npm(dir, "install", clone, "typescript@5.9.3", "@types/node@20.19.43");
+  const link = join(dir, "node_modules", "@sessiongate", "client");
+  assert.ok(lstatSync(link).isSymbolicLink(), "npm copied the folder instead of linking it: this test no longer covers the link");
+  assert.equal(realpathSync(link), realpathSync(clone));
+  assert.ok(existsSync(join(clone, "node_modules", "@bufbuild", "protobuf", "package.json")), "the linked folder's dependencies were not installed");
+  assert.ok(!existsSync(join(clone, "node_modules", "typescript")), "the install script installed devDependencies");
+  await runReadmeExample(dir);
 });

@@ -1,0 +1,88 @@
+// The call's own deadline (src/deadline.ts) against a real gateway binary:
+// an answer that arrived before the deadline is delivered even when the
+// event loop was stalled past it.
+// Run: npm test (in clients/typescript).
+
+import assert from "node:assert/strict";
+import { createServer, type AddressInfo, type Socket } from "node:net";
+import { after, before, describe, it } from "node:test";
+
+import { DeadlineExceededError, Gateway, TimeoutExceededError } from "../src/index.js";
+import { grpcTimeout } from "../src/deadline.js";
+import { GatewayProcess } from "./gateway.js";
+
+const gwp = new GatewayProcess();
+
+before(async () => {
+  await gwp.start();
+});
+
+after(async () => {
+  await gwp.stop();
+});
+
+/** Blocks the event loop until Date.now() reaches until (a stalled process). */
+function stallUntil(until: number): void {
+  while (Date.now() < until) {
+    // busy: nothing else of this process runs
+  }
+}
+
+describe("own deadline", { timeout: 60_000 }, () => {
+  it("formats grpc-timeout as grpc-js does (at most 8 digits, rounded up)", () => {
+    assert.equal(grpcTimeout(150), "150m");
+    assert.equal(grpcTimeout(0.2), "1m");
+    assert.equal(grpcTimeout(99_999_999), "99999999m");
+    assert.equal(grpcTimeout(100_000_000), "100000S");
+    assert.equal(grpcTimeout(100_000_001), "100001S");
+  });
+
+  it("delivers the timeout details after the event loop stalled past the deadline", async () => {
+    // The gateway ends a 300 ms own-deadline call 100 ms early, with the
+    // details. Here the process stalls from 50 ms to 700 ms, in the check
+    // phase, so that when it runs again the deadline's timer is due and the
+    // answer is waiting in the socket. With grpc-js keeping the deadline, the
+    // next timers phase cancels the call before the poll phase reads the
+    // answer: a bare DEADLINE_EXCEEDED. The client must deliver the details.
+    using g = new Gateway(gwp.addr, { retry: false });
+    await using s = await g.openSession({ clientName: "ts-stall" }, { timeoutMs: 10_000 });
+    for (let i = 0; i < 3; i++) {
+      const start = Date.now();
+      const call = s.run("sleep", { ms: 5_000 }, { timeoutMs: 300 });
+      setTimeout(() => setImmediate(() => stallUntil(start + 700)), 50);
+      await assert.rejects(call, (e: unknown) => {
+        assert.ok(e instanceof TimeoutExceededError, `call ${i}: ${String(e)}`);
+        assert.equal(e.limit, "caller_deadline");
+        assert.ok(e.elapsedMs <= 300, String(e.elapsedMs));
+        return true;
+      });
+      assert.ok(Date.now() - start >= 700, "the stall did not happen");
+    }
+  });
+
+  it("ends a call at its own deadline when no answer comes", async () => {
+    // A peer that accepts connections and never speaks: nothing will arrive,
+    // and without a grpc-js deadline only the client's own timer ends the call.
+    const silent = createServer(() => {});
+    const conns: Socket[] = [];
+    silent.on("connection", (c) => conns.push(c));
+    await new Promise<void>((res) => silent.listen(0, "127.0.0.1", res));
+    try {
+      using g = new Gateway(`127.0.0.1:${(silent.address() as AddressInfo).port}`, { retry: false });
+      for (const timeoutMs of [50, 200]) {
+        const start = Date.now();
+        await assert.rejects(g.session("s1.x").run("echo", 1, { timeoutMs }), (e: unknown) => {
+          assert.ok(e instanceof DeadlineExceededError, String(e));
+          assert.ok(!(e instanceof TimeoutExceededError));
+          assert.equal(e.grpcCode, e.code);
+          return true;
+        });
+        const took = Date.now() - start;
+        assert.ok(took >= timeoutMs - 5 && took < timeoutMs + 2_000, `a ${timeoutMs} ms call took ${took} ms`);
+      }
+    } finally {
+      for (const c of conns) c.destroy();
+      await new Promise((res) => silent.close(res));
+    }
+  });
+});

@@ -4,9 +4,9 @@ export declare function grpcTimeout(ms: number): string;
 export declare class OwnDeadline {
     #private;
     /**
-     * Starts the deadline's timer: timeoutMs from now, cancel is called one
-     * poll phase later unless done() was called first. It also sets
-     * grpc-timeout on md.
+     * Sets grpc-timeout on md and starts the deadline: its timer runs
+     * timeoutMs after the request leaves (the next check phase), and cancel is
+     * called one poll phase after that, unless done() was called first.
      */
     constructor(timeoutMs: number, md: grpc.Metadata, cancel: () => void);
     /** Whether the deadline ended the call. */

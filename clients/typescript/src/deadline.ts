@@ -11,13 +11,26 @@
 // the deadline it is sent, so the answer is normally there in time; only the
 // order in which Node looks at it was wrong.
 //
+// The request itself leaves late after a stall too: the call is made in one
+// turn of the event loop and its HEADERS frame written in that turn's check
+// phase (Node's http2 writes from a native immediate), which on a loaded
+// machine came 30–85 ms later. The gateway counts the deadline from when the
+// request arrives, so a caller's timer started when the call was made ran
+// that much ahead of the gateway's, and the margin was spent before the
+// answer was even due.
+//
 // OwnDeadline keeps the deadline here instead: it sends the same grpc-timeout
-// header grpc-js would, gives grpc-js no deadline, and when its timer runs it
-// waits for the event loop's next check phase (setImmediate), i.e. after one
+// header grpc-js would and gives grpc-js no deadline; its timer starts in
+// the check phase after the call was made — as the request leaves — and when
+// it runs it waits for the next check phase (setImmediate), i.e. after one
 // poll phase has read whatever has arrived, before it cancels the call. An
 // answer that arrived before the deadline is therefore delivered; an answer
-// that has not arrived is not waited for. The caller's call ends at most one
-// event-loop turn after its deadline, as with grpc-js's own timer after a stall.
+// that has not arrived is not waited for. The trade-off is the caller's own
+// time: a call ends up to one event-loop turn after timeoutMs, plus the time
+// the process took to send the request. On an idle process both are well
+// under a millisecond; a process stalled by 100 ms gives its calls up to that
+// much more, which is the time the stall took from them before the request
+// left. timeoutprofile/doc.go has the measurements.
 
 import * as grpc from "@grpc/grpc-js";
 
@@ -37,24 +50,27 @@ export function grpcTimeout(ms: number): string {
 }
 
 export class OwnDeadline {
-  readonly #timer: NodeJS.Timeout;
+  #timer?: NodeJS.Timeout;
   #expired = false;
   #done = false;
 
   /**
-   * Starts the deadline's timer: timeoutMs from now, cancel is called one
-   * poll phase later unless done() was called first. It also sets
-   * grpc-timeout on md.
+   * Sets grpc-timeout on md and starts the deadline: its timer runs
+   * timeoutMs after the request leaves (the next check phase), and cancel is
+   * called one poll phase after that, unless done() was called first.
    */
   constructor(timeoutMs: number, md: grpc.Metadata, cancel: () => void) {
     md.set("grpc-timeout", grpcTimeout(timeoutMs));
-    this.#timer = setTimeout(() => {
-      setImmediate(() => {
-        if (this.#done) return;
-        this.#expired = true;
-        cancel();
-      });
-    }, timeoutMs);
+    setImmediate(() => {
+      if (this.#done) return;
+      this.#timer = setTimeout(() => {
+        setImmediate(() => {
+          if (this.#done) return;
+          this.#expired = true;
+          cancel();
+        });
+      }, timeoutMs);
+    });
   }
 
   /** Whether the deadline ended the call. */

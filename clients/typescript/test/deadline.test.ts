@@ -60,6 +60,29 @@ describe("own deadline", { timeout: 60_000 }, () => {
     }
   });
 
+  it("counts the deadline from when the request leaves", async () => {
+    // The process stalls for 250 ms right after making the call, before the
+    // request is written. The gateway counts the 300 ms from the request's
+    // arrival and answers 100 ms before that ends, i.e. about 450 ms after
+    // the call was made. A timer counted from the call (grpc-js's) runs at
+    // 300 ms, before the answer exists: a bare DEADLINE_EXCEEDED.
+    using g = new Gateway(gwp.addr, { retry: false });
+    await using s = await g.openSession({ clientName: "ts-late" }, { timeoutMs: 10_000 });
+    for (let i = 0; i < 3; i++) {
+      const start = Date.now();
+      const call = s.run("sleep", { ms: 5_000 }, { timeoutMs: 300 });
+      // s.run reaches the gRPC call after a few microtasks: stall after them.
+      await Promise.resolve();
+      await Promise.resolve();
+      stallUntil(start + 250);
+      await assert.rejects(call, (e: unknown) => {
+        assert.ok(e instanceof TimeoutExceededError, `call ${i}: ${String(e)}`);
+        assert.equal(e.limit, "caller_deadline");
+        return true;
+      });
+    }
+  });
+
   it("ends a call at its own deadline when no answer comes", async () => {
     // A peer that accepts connections and never speaks: nothing will arrive,
     // and without a grpc-js deadline only the client's own timer ends the call.

@@ -152,8 +152,8 @@ export class Gateway {
             const deadline = o.timeoutMs !== undefined ? Date.now() + o.timeoutMs : undefined;
             const onAbort = () => call.cancel();
             // The deadline is kept by OwnDeadline, not grpc-js: see deadline.ts.
-            const own = o.timeoutMs !== undefined ? new OwnDeadline(o.timeoutMs, md, () => call.cancel()) : undefined;
-            const call = this.#client.makeUnaryRequest(path(method), (m) => Buffer.from(toBinary(method.input, m)), (b) => fromBinary(method.output, b), create(method.input, req), md, {}, (err, res) => {
+            const own = o.timeoutMs !== undefined ? new OwnDeadline(o.timeoutMs, () => call.cancel()) : undefined;
+            const call = this.#client.makeUnaryRequest(path(method), (m) => Buffer.from(toBinary(method.input, m)), (b) => fromBinary(method.output, b), create(method.input, req), md, own ? { credentials: own.credentials } : {}, (err, res) => {
                 own?.done();
                 o.signal?.removeEventListener("abort", onAbort);
                 if (err) {
@@ -176,8 +176,8 @@ export class Gateway {
             throw abortError(o.signal);
         const deadline = o.timeoutMs !== undefined ? Date.now() + o.timeoutMs : undefined;
         // The deadline is kept by OwnDeadline, not grpc-js: see deadline.ts.
-        const own = o.timeoutMs !== undefined ? new OwnDeadline(o.timeoutMs, md, () => call.cancel()) : undefined;
-        const call = this.#client.makeServerStreamRequest(path(method), (m) => Buffer.from(toBinary(method.input, m)), (b) => fromBinary(method.output, b), create(method.input, req), md, {});
+        const own = o.timeoutMs !== undefined ? new OwnDeadline(o.timeoutMs, () => call.cancel()) : undefined;
+        const call = this.#client.makeServerStreamRequest(path(method), (m) => Buffer.from(toBinary(method.input, m)), (b) => fromBinary(method.output, b), create(method.input, req), md, own ? { credentials: own.credentials } : {});
         const onAbort = () => call.cancel();
         o.signal?.addEventListener("abort", onAbort, { once: true });
         try {

@@ -20,7 +20,9 @@
 // answer was even due.
 //
 // OwnDeadline keeps the deadline here instead: it sends the same grpc-timeout
-// header grpc-js would and gives grpc-js no deadline; its timer starts in
+// header grpc-js would (per attempt, through call credentials, since grpc-js
+// sets the header only from a deadline of its own) and gives grpc-js no
+// deadline; its timer starts in
 // the check phase after the call was made — as the request leaves — and when
 // it runs it waits for the next check phase (setImmediate), i.e. after one
 // poll phase has read whatever has arrived, before it cancels the call. An
@@ -31,6 +33,7 @@
 // under a millisecond; a process stalled by 100 ms gives its calls up to that
 // much more, which is the time the stall took from them before the request
 // left. timeoutprofile/doc.go has the measurements.
+import * as grpc from "@grpc/grpc-js";
 /** The grpc-timeout header value for ms milliseconds (at most 8 digits and a unit, rounded up). */
 export function grpcTimeout(ms) {
     const units = [
@@ -48,18 +51,32 @@ export function grpcTimeout(ms) {
 }
 export class OwnDeadline {
     #timer;
+    #due;
     #expired = false;
     #done = false;
     /**
-     * Sets grpc-timeout on md and starts the deadline: its timer runs
-     * timeoutMs after the request leaves (the next check phase), and cancel is
-     * called one poll phase after that, unless done() was called first.
+     * The call credentials that send grpc-timeout: pass them as the call's
+     * credentials option. They run for each attempt (grpc-js generates call
+     * credentials' metadata per attempt, right before the attempt's request
+     * is written), so a retried attempt sends the time then left, as grpc-js
+     * does with a deadline of its own.
      */
-    constructor(timeoutMs, md, cancel) {
-        md.set("grpc-timeout", grpcTimeout(timeoutMs));
+    credentials;
+    /**
+     * Starts the deadline: its timer runs timeoutMs after the request leaves
+     * (the next check phase), and cancel is called one poll phase after that,
+     * unless done() was called first.
+     */
+    constructor(timeoutMs, cancel) {
+        this.credentials = grpc.credentials.createFromMetadataGenerator((_params, callback) => {
+            const md = new grpc.Metadata();
+            md.set("grpc-timeout", grpcTimeout(this.#due === undefined ? timeoutMs : Math.max(this.#due - Date.now(), 1)));
+            callback(null, md);
+        });
         setImmediate(() => {
             if (this.#done)
                 return;
+            this.#due = Date.now() + timeoutMs;
             this.#timer = setTimeout(() => {
                 setImmediate(() => {
                     if (this.#done)

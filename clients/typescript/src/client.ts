@@ -460,14 +460,14 @@ export class Gateway implements Disposable {
       const deadline = o.timeoutMs !== undefined ? Date.now() + o.timeoutMs : undefined;
       const onAbort = () => call.cancel();
       // The deadline is kept by OwnDeadline, not grpc-js: see deadline.ts.
-      const own = o.timeoutMs !== undefined ? new OwnDeadline(o.timeoutMs, md, () => call.cancel()) : undefined;
+      const own = o.timeoutMs !== undefined ? new OwnDeadline(o.timeoutMs, () => call.cancel()) : undefined;
       const call = this.#client.makeUnaryRequest(
         path(method),
         (m: MessageShape<I>) => Buffer.from(toBinary(method.input, m)),
         (b: Buffer) => fromBinary(method.output, b),
         create(method.input, req),
         md,
-        {},
+        own ? { credentials: own.credentials } : {},
         (err, res) => {
           own?.done();
           o.signal?.removeEventListener("abort", onAbort);
@@ -495,14 +495,14 @@ export class Gateway implements Disposable {
     if (o.signal?.aborted) throw abortError(o.signal);
     const deadline = o.timeoutMs !== undefined ? Date.now() + o.timeoutMs : undefined;
     // The deadline is kept by OwnDeadline, not grpc-js: see deadline.ts.
-    const own = o.timeoutMs !== undefined ? new OwnDeadline(o.timeoutMs, md, () => call.cancel()) : undefined;
+    const own = o.timeoutMs !== undefined ? new OwnDeadline(o.timeoutMs, () => call.cancel()) : undefined;
     const call = this.#client.makeServerStreamRequest(
       path(method),
       (m: MessageShape<I>) => Buffer.from(toBinary(method.input, m)),
       (b: Buffer) => fromBinary(method.output, b),
       create(method.input, req),
       md,
-      {},
+      own ? { credentials: own.credentials } : {},
     );
     const onAbort = () => call.cancel();
     o.signal?.addEventListener("abort", onAbort, { once: true });

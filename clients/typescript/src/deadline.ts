@@ -22,10 +22,10 @@
 // OwnDeadline keeps the deadline here instead: it sends the same grpc-timeout
 // header grpc-js would (per attempt, through call credentials, since grpc-js
 // sets the header only from a deadline of its own) and gives grpc-js no
-// deadline; its timer starts in
-// the check phase after the call was made — as the request leaves — and when
-// it runs it waits for the next check phase (setImmediate), i.e. after one
-// poll phase has read whatever has arrived, before it cancels the call. An
+// deadline; its timer starts in the check phase after the call was made — as
+// the request leaves — and when it runs it waits for the next check phase
+// (setImmediate), i.e. after one poll phase has read whatever has arrived,
+// before it cancels the call. An
 // answer that arrived before the deadline is therefore delivered; an answer
 // that has not arrived is not waited for. The trade-off is the caller's own
 // time: a call ends up to one event-loop turn after timeoutMs, plus the time

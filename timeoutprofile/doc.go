@@ -366,8 +366,8 @@
 //	150 ms     100/100/100   100/100/100   59/100/100       100/100/62    100/100/36    100/100/100
 //	1000 ms    100/100/100   100/100/100   100/100/100      100/100/100   100/90/100    100/77/100
 //
-// At that load every language lost blocks of 20–60 calls in some runs; 28
-// of 36 rows from 150 ms on kept 99 %. Interleaved runs of the two Node
+// At that load each language lost whole blocks of calls (10 to 64) in some
+// runs; 31 of 36 rows from 150 ms on kept 99 %. Interleaved runs of the two Node
 // versions (two hogs, load average 12–15, six runs of 200 calls each) kept
 // the details for 90 % (per call) and 85 % (per attempt) of calls at
 // 150 ms and 90 % and 91 % at 100 ms, both losing whole blocks while

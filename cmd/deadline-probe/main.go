@@ -63,6 +63,10 @@ type result struct {
 	RawCancelled int            `json:"rawCancelled,omitempty"`
 	Limits       map[string]int `json:"limits"`
 	Seconds      float64        `json:"seconds"`
+	// Node only: the event loop's delay (monitorEventLoopDelay, 10 ms
+	// resolution) over the row, 99th percentile and maximum.
+	LoopP99MS float64 `json:"loop_p99_ms,omitempty"`
+	LoopMaxMS float64 `json:"loop_max_ms,omitempty"`
 }
 
 func main() {
@@ -308,7 +312,7 @@ func printTable(rs []result, conc int) {
 		fmt.Printf("RunJob(sleep deadline+1s), own deadline as given (spread: 50 ms – 2 s), %d in flight\n", conc)
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "client\tretry policy\tdeadline\tcalls\tTimeoutExceeded\tbare DEADLINE_EXCEEDED\tCANCELLED\tother\tok\tlimits\twall")
+	fmt.Fprintln(tw, "client\tretry policy\tdeadline\tcalls\tTimeoutExceeded\tbare DEADLINE_EXCEEDED\tCANCELLED\tother\tok\tlimits\twall\tloop delay p99/max")
 	for _, r := range rs {
 		on := "off"
 		if r.Retry {
@@ -331,8 +335,12 @@ func printTable(rs []result, conc int) {
 		if r.DeadlineMS > 0 {
 			dl = fmt.Sprintf("%d ms", r.DeadlineMS)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d (%.1f%%)\t%s\t%d\t%d\t%d\t%s\t%.1fs\n", r.Lang, on, dl, r.N, r.Details,
-			100*float64(r.Details)/float64(max(r.N, 1)), bare, r.Cancelled, r.Other, r.OK, strings.Join(lim, " "), r.Seconds)
+		loop := "-"
+		if r.LoopMaxMS > 0 {
+			loop = fmt.Sprintf("%.0f/%.0f ms", r.LoopP99MS, r.LoopMaxMS)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d (%.1f%%)\t%s\t%d\t%d\t%d\t%s\t%.1fs\t%s\n", r.Lang, on, dl, r.N, r.Details,
+			100*float64(r.Details)/float64(max(r.N, 1)), bare, r.Cancelled, r.Other, r.OK, strings.Join(lim, " "), r.Seconds, loop)
 	}
 	tw.Flush()
 }

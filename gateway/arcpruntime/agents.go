@@ -66,6 +66,7 @@ var defaultAgents = []agent{
 	{name: "stream", prepare: prepareStream},
 	{name: "fail", prepare: prepareFail},
 	{name: "chunked", prepare: prepareChunked},
+	{name: "nest", prepare: prepareNest},
 }
 
 // agentList is the welcome's agent list.
@@ -221,6 +222,38 @@ func prepareFail(input json.RawMessage, _ agentEnv) (runFunc, error) {
 	}
 	e := &agentError{code: arcp.NormalizeCode(in.Code), message: truncate(in.Message, 4096), retryable: in.Retryable, details: in.Details}
 	return func(context.Context, jobIO) (json.RawMessage, error) { return nil, e }, nil
+}
+
+// maxNestDepth bounds the nest agent's depth: below encoding/json's own
+// limit (10 000), so that the runtime's job.result still decodes.
+const maxNestDepth = 5000
+
+// nest: {"depth": 0..5000, "as": "array" (default) or "object"}; the result
+// is 1 nested depth arrays ([[1]] at depth 2) or objects ({"a":{"a":1}}),
+// for testing what callers receive of a result nested deeper than a
+// gateway's or client's bound (the input stays shallow).
+func prepareNest(input json.RawMessage, _ agentEnv) (runFunc, error) {
+	fields, err := objectFields(input)
+	if err != nil {
+		return nil, err
+	}
+	depth, err := intField(fields, "depth", true, 0, maxNestDepth)
+	if err != nil {
+		return nil, err
+	}
+	open, close := "[", "]"
+	if raw, ok := fields["as"]; ok {
+		var as string
+		if json.Unmarshal(raw, &as) != nil || (as != "array" && as != "object") {
+			return nil, errors.New(`as must be "array" or "object"`)
+		}
+		if as == "object" {
+			open, close = `{"a":`, "}"
+		}
+	}
+	n := int(depth)
+	result := json.RawMessage(strings.Repeat(open, n) + "1" + strings.Repeat(close, n))
+	return func(context.Context, jobIO) (json.RawMessage, error) { return result, nil }, nil
 }
 
 // Limits of the chunked agent.

@@ -158,6 +158,10 @@
 //     "N bytes in M chunks"}. Without it the result is inline: one JSON
 //     string, the bytes in that encoding. Dialect.Stream and
 //     Dialect.ChunkFinalEmpty change both.
+//   - nest {"depth": 0..5000, "as": "array"|"object" (default array)}: the
+//     result is 1 inside depth arrays ([[1]]) or objects ({"a":{"a":1}}) —
+//     a result nested deeper than a gateway's or client's bound, from a
+//     shallow input.
 //
 // # Dialects
 //

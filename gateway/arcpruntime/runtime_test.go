@@ -43,7 +43,7 @@ func TestHandshake(t *testing.T) {
 			t.Errorf("agent %+v", a)
 		}
 	}
-	if want := []string{"echo", "sleep", "stream", "fail", "chunked"}; !slices.Equal(names, want) {
+	if want := []string{"echo", "sleep", "stream", "fail", "chunked", "nest"}; !slices.Equal(names, want) {
 		t.Errorf("agents %v, want %v", names, want)
 	}
 	// The agent list travels as objects.

@@ -29,6 +29,14 @@ import (
 // job: its agent is the one a SubmitJob through this gateway gave it,
 // remembered until the job ends (jobAgents); a job submitted elsewhere, or
 // already ended, is watched under WatchJob's own profile.
+//
+// In cluster mode the session's owner chooses: cluster routing runs before
+// the timeout profile, so a call that enters another replica is forwarded
+// without passing that replica's profile, and runs on the owner under the
+// owner's configuration; a forwarded SubmitJob runs there too, so the owner
+// remembers the job's agent for WatchJob (TestClusterAgentProfileOwnerChooses).
+// A job the owner did not submit itself — one adopted after a takeover of
+// its session — is watched under WatchJob's own profile.
 
 // agentMethods are the methods whose timeout profile follows the agent.
 var agentMethods = []string{

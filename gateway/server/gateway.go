@@ -439,6 +439,17 @@ func New(cfg Config) (*Gateway, error) {
 // RESOURCE_EXHAUSTED CAP_EXCEEDED naming max_input_bytes, not gRPC's bare
 // "received message larger than max". (The protobuf form of an input can
 // be a little larger or smaller than its JSON, which the cap counts.)
+//
+// A request above this limit still gets gRPC's bare RESOURCE_EXHAUSTED
+// "grpc: received message larger than max (N vs. L)", without ErrorInfo,
+// and cannot get more: grpc-go (1.85) refuses it from the message's 5-byte
+// length prefix in parser.recvMsg and writes that status itself, in a defer
+// of serverStream.RecvMsg, before the handler's dec returns — so no
+// interceptor, handler wrapper or stats handler can replace it (a wrapper
+// mapping dec's error was tried: the caller still saw the bare status,
+// TestInputOverReceiveLimit). The limit is the only knob, and without it
+// one request could make the gateway buffer up to 4 GiB. What the caller
+// does get is the limit in the message and the code RESOURCE_EXHAUSTED.
 func recvLimit(maxInputBytes int) int { return 2*maxInputBytes + 1<<20 }
 
 // probeMethods answer from memory at once, at any caller deadline.

@@ -89,7 +89,99 @@ def from_raw_or_value(raw: bytes, v: struct_pb2.Value) -> Any:
     was sent instead of the Value, else the Value as Python data."""
     if raw:
         try:
-            return json.loads(raw)
+            text = raw.decode("utf-8")
         except UnicodeDecodeError:
-            return json.loads(raw.decode("utf-8", "replace"))
+            text = raw.decode("utf-8", "replace")
+        try:
+            return json.loads(text)
+        except RecursionError:
+            # A result nested deeper than the gateway's bound arrives as
+            # raw JSON; past about 1000 levels json.loads runs out of
+            # Python's recursion limit, so decode it without recursion.
+            return _loads_deep(text)
     return from_value(v)
+
+
+_WS = " \t\n\r"
+
+
+class _Obj:
+    """An object being decoded by _loads_deep, and the key of its next value."""
+
+    __slots__ = ("d", "key")
+
+    def __init__(self, key: str) -> None:
+        self.d: dict = {}
+        self.key = key
+
+
+def _loads_deep(text: str) -> Any:
+    """json.loads for JSON nested too deeply for it: containers on an
+    explicit stack, scalars and keys decoded by :mod:`json` itself (which
+    does not recurse for them). Raises json.JSONDecodeError on bad JSON."""
+    dec = json.JSONDecoder()
+    n = len(text)
+    stack: list = []  # open containers: list, or _Obj
+
+    def skip(i: int) -> int:
+        while i < n and text[i] in _WS:
+            i += 1
+        return i
+
+    def key(i: int) -> tuple:
+        i = skip(i)
+        if i >= n or text[i] != '"':
+            raise json.JSONDecodeError("Expecting property name enclosed in double quotes", text, i)
+        k, i = dec.raw_decode(text, i)
+        i = skip(i)
+        if i >= n or text[i] != ":":
+            raise json.JSONDecodeError("Expecting ':' delimiter", text, i)
+        return k, skip(i + 1)
+
+    i = skip(0)
+    while True:
+        # A value starts at i.
+        if i >= n:
+            raise json.JSONDecodeError("Expecting value", text, i)
+        if text[i] == "[":
+            i = skip(i + 1)
+            if i >= n or text[i] != "]":
+                stack.append([])
+                continue
+            value: Any = []
+            i += 1
+        elif text[i] == "{":
+            i = skip(i + 1)
+            if i >= n or text[i] != "}":
+                k, i = key(i)
+                stack.append(_Obj(k))
+                continue
+            value = {}
+            i += 1
+        else:
+            value, i = dec.raw_decode(text, i)
+        # Put it in its container, closing every container it completes.
+        while True:
+            if not stack:
+                i = skip(i)
+                if i != n:
+                    raise json.JSONDecodeError("Extra data", text, i)
+                return value
+            top = stack[-1]
+            if isinstance(top, _Obj):
+                top.d[top.key] = value
+            else:
+                top.append(value)
+            i = skip(i)
+            if i < n and text[i] == ",":
+                i = skip(i + 1)
+                if isinstance(top, _Obj):
+                    top.key, i = key(i)
+                break
+            closer = "}" if isinstance(top, _Obj) else "]"
+            if i >= n or text[i] != closer:
+                raise json.JSONDecodeError("Expecting ',' delimiter", text, i)
+            i += 1
+            stack.pop()
+            value = top.d if isinstance(top, _Obj) else top
+

@@ -26,7 +26,11 @@ export interface CallOptions {
      * details: you get a TimeoutExceededError rather than a bare deadline. A call
      * with any time left runs; only one already past its deadline is refused.
      * Without it (and without serverTimeoutMs) the method's timeout profile
-     * applies.
+     * applies. The client keeps the deadline itself (src/deadline.ts): it
+     * counts from when the request leaves, as the gateway counts from its
+     * arrival, and reads what has arrived before it gives up, so a call ends
+     * at most one event-loop turn after timeoutMs plus the time the process
+     * took to send the request.
      */
     timeoutMs?: number;
     /**

@@ -4,8 +4,9 @@ import { create, fromBinary, toBinary, } from "@bufbuild/protobuf";
 import { timestampDate, timestampFromDate } from "@bufbuild/protobuf/wkt";
 import * as grpc from "@grpc/grpc-js";
 import { setTimeout as sleep } from "node:timers/promises";
-import { ClientClosedError, fromServiceError, GatewayError } from "./errors.js";
+import { ClientClosedError, DeadlineExceededError, fromServiceError, GatewayError } from "./errors.js";
 import { checkedDepth } from "./depth.js";
+import { OwnDeadline } from "./deadline.js";
 import { callKey } from "./idempotency.js";
 import { withReceiveLimit } from "./limits.js";
 import { retryServiceConfig } from "./gen/retry_service_config.js";
@@ -90,6 +91,10 @@ function jobExtras(o) {
 const path = (m) => `/${m.parent.typeName}/${m.name}`;
 /** A slack for telling "the deadline had passed" on the client's clock. */
 const DEADLINE_SLACK_MS = 10;
+/** The error of a call ended by its own deadline (OwnDeadline) before any answer arrived. */
+function ownDeadlineError(timeoutMs) {
+    return new DeadlineExceededError(grpc.status.DEADLINE_EXCEEDED, `deadline exceeded: no answer within ${timeoutMs} ms`);
+}
 function abortError(signal) {
     return signal.reason instanceof Error ? signal.reason : new DOMException("The call was aborted", "AbortError");
 }
@@ -149,11 +154,16 @@ export class Gateway {
                 return reject(new ClientClosedError());
             const deadline = o.timeoutMs !== undefined ? Date.now() + o.timeoutMs : undefined;
             const onAbort = () => call.cancel();
-            const call = this.#client.makeUnaryRequest(path(method), (m) => Buffer.from(toBinary(method.input, m)), (b) => fromBinary(method.output, b), create(method.input, req), md, deadline !== undefined ? { deadline } : {}, (err, res) => {
+            // The deadline is kept by OwnDeadline, not grpc-js: see deadline.ts.
+            const own = o.timeoutMs !== undefined ? new OwnDeadline(o.timeoutMs, () => call.cancel()) : undefined;
+            const call = this.#client.makeUnaryRequest(path(method), (m) => Buffer.from(toBinary(method.input, m)), (b) => fromBinary(method.output, b), create(method.input, req), md, own ? { credentials: own.credentials } : {}, (err, res) => {
+                own?.done();
                 o.signal?.removeEventListener("abort", onAbort);
                 if (err) {
                     if (o.signal?.aborted)
                         return reject(abortError(o.signal));
+                    if (own?.expired && err.code === grpc.status.CANCELLED)
+                        return reject(ownDeadlineError(o.timeoutMs));
                     const passed = deadline !== undefined && Date.now() >= deadline - DEADLINE_SLACK_MS;
                     return reject(fromServiceError(err, passed));
                 }
@@ -170,7 +180,9 @@ export class Gateway {
         if (this.#closed)
             throw new ClientClosedError();
         const deadline = o.timeoutMs !== undefined ? Date.now() + o.timeoutMs : undefined;
-        const call = this.#client.makeServerStreamRequest(path(method), (m) => Buffer.from(toBinary(method.input, m)), (b) => fromBinary(method.output, b), create(method.input, req), md, deadline !== undefined ? { deadline } : {});
+        // The deadline is kept by OwnDeadline, not grpc-js: see deadline.ts.
+        const own = o.timeoutMs !== undefined ? new OwnDeadline(o.timeoutMs, () => call.cancel()) : undefined;
+        const call = this.#client.makeServerStreamRequest(path(method), (m) => Buffer.from(toBinary(method.input, m)), (b) => fromBinary(method.output, b), create(method.input, req), md, own ? { credentials: own.credentials } : {});
         const onAbort = () => call.cancel();
         o.signal?.addEventListener("abort", onAbort, { once: true });
         try {
@@ -181,12 +193,15 @@ export class Gateway {
             if (o.signal?.aborted)
                 throw abortError(o.signal);
             if (err instanceof Error && "code" in err && "metadata" in err) {
+                if (own?.expired && err.code === grpc.status.CANCELLED)
+                    throw ownDeadlineError(o.timeoutMs);
                 const passed = deadline !== undefined && Date.now() >= deadline - DEADLINE_SLACK_MS;
                 throw fromServiceError(err, passed);
             }
             throw err;
         }
         finally {
+            own?.done();
             o.signal?.removeEventListener("abort", onAbort);
             call.cancel(); // a no-op once the stream has ended; ends it on break
         }

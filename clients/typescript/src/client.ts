@@ -16,8 +16,9 @@ import { timestampDate, timestampFromDate, type Timestamp, type Value } from "@b
 import * as grpc from "@grpc/grpc-js";
 import { setTimeout as sleep } from "node:timers/promises";
 
-import { ClientClosedError, fromServiceError, GatewayError } from "./errors.js";
+import { ClientClosedError, DeadlineExceededError, fromServiceError, GatewayError } from "./errors.js";
 import { checkedDepth } from "./depth.js";
+import { OwnDeadline } from "./deadline.js";
 import { callKey } from "./idempotency.js";
 import { withReceiveLimit } from "./limits.js";
 import { retryServiceConfig } from "./gen/retry_service_config.js";
@@ -71,7 +72,11 @@ export interface CallOptions {
    * details: you get a TimeoutExceededError rather than a bare deadline. A call
    * with any time left runs; only one already past its deadline is refused.
    * Without it (and without serverTimeoutMs) the method's timeout profile
-   * applies.
+   * applies. The client keeps the deadline itself (src/deadline.ts): it
+   * counts from when the request leaves, as the gateway counts from its
+   * arrival, and reads what has arrived before it gives up, so a call ends
+   * at most one event-loop turn after timeoutMs plus the time the process
+   * took to send the request.
    */
   timeoutMs?: number;
   /**
@@ -389,6 +394,11 @@ const path = (m: DescMethod): string => `/${m.parent.typeName}/${m.name}`;
 /** A slack for telling "the deadline had passed" on the client's clock. */
 const DEADLINE_SLACK_MS = 10;
 
+/** The error of a call ended by its own deadline (OwnDeadline) before any answer arrived. */
+function ownDeadlineError(timeoutMs: number): GatewayError {
+  return new DeadlineExceededError(grpc.status.DEADLINE_EXCEEDED, `deadline exceeded: no answer within ${timeoutMs} ms`);
+}
+
 function abortError(signal: AbortSignal): Error {
   return signal.reason instanceof Error ? signal.reason : new DOMException("The call was aborted", "AbortError");
 }
@@ -451,17 +461,21 @@ export class Gateway implements Disposable {
       if (this.#closed) return reject(new ClientClosedError());
       const deadline = o.timeoutMs !== undefined ? Date.now() + o.timeoutMs : undefined;
       const onAbort = () => call.cancel();
+      // The deadline is kept by OwnDeadline, not grpc-js: see deadline.ts.
+      const own = o.timeoutMs !== undefined ? new OwnDeadline(o.timeoutMs, () => call.cancel()) : undefined;
       const call = this.#client.makeUnaryRequest(
         path(method),
         (m: MessageShape<I>) => Buffer.from(toBinary(method.input, m)),
         (b: Buffer) => fromBinary(method.output, b),
         create(method.input, req),
         md,
-        deadline !== undefined ? { deadline } : {},
+        own ? { credentials: own.credentials } : {},
         (err, res) => {
+          own?.done();
           o.signal?.removeEventListener("abort", onAbort);
           if (err) {
             if (o.signal?.aborted) return reject(abortError(o.signal));
+            if (own?.expired && err.code === grpc.status.CANCELLED) return reject(ownDeadlineError(o.timeoutMs!));
             const passed = deadline !== undefined && Date.now() >= deadline - DEADLINE_SLACK_MS;
             return reject(fromServiceError(err, passed));
           }
@@ -483,13 +497,15 @@ export class Gateway implements Disposable {
     if (o.signal?.aborted) throw abortError(o.signal);
     if (this.#closed) throw new ClientClosedError();
     const deadline = o.timeoutMs !== undefined ? Date.now() + o.timeoutMs : undefined;
+    // The deadline is kept by OwnDeadline, not grpc-js: see deadline.ts.
+    const own = o.timeoutMs !== undefined ? new OwnDeadline(o.timeoutMs, () => call.cancel()) : undefined;
     const call = this.#client.makeServerStreamRequest(
       path(method),
       (m: MessageShape<I>) => Buffer.from(toBinary(method.input, m)),
       (b: Buffer) => fromBinary(method.output, b),
       create(method.input, req),
       md,
-      deadline !== undefined ? { deadline } : {},
+      own ? { credentials: own.credentials } : {},
     );
     const onAbort = () => call.cancel();
     o.signal?.addEventListener("abort", onAbort, { once: true });
@@ -498,11 +514,13 @@ export class Gateway implements Disposable {
     } catch (err) {
       if (o.signal?.aborted) throw abortError(o.signal);
       if (err instanceof Error && "code" in err && "metadata" in err) {
+        if (own?.expired && (err as grpc.ServiceError).code === grpc.status.CANCELLED) throw ownDeadlineError(o.timeoutMs!);
         const passed = deadline !== undefined && Date.now() >= deadline - DEADLINE_SLACK_MS;
         throw fromServiceError(err as grpc.ServiceError, passed);
       }
       throw err;
     } finally {
+      own?.done();
       o.signal?.removeEventListener("abort", onAbort);
       call.cancel(); // a no-op once the stream has ended; ends it on break
     }

@@ -12,6 +12,7 @@
 //
 //   node clients/typescript/dist-test/tools/deadline-probe.js --addr HOST:PORT
 
+import { monitorEventLoopDelay } from "node:perf_hooks";
 import { parseArgs } from "node:util";
 import { status as Code } from "@grpc/grpc-js";
 
@@ -25,6 +26,11 @@ async function probe(addr: string, n: number, conc: number, retry: boolean, dead
   const deadlines = Array.from({ length: n }, (_, i) =>
     deadlineMs > 0 ? deadlineMs : Math.round(50 + ((2000 - 50) * i) / Math.max(n - 1, 1)),
   );
+  // How long the event loop was stalled (blocked, or the process not
+  // scheduled), sampled every 10 ms: the stalls a deadline's timer must
+  // outlast for the details to be read first.
+  const loop = monitorEventLoopDelay({ resolution: 10 });
+  loop.enable();
   const start = performance.now();
   let next = 0;
   const worker = async () => {
@@ -53,7 +59,10 @@ async function probe(addr: string, n: number, conc: number, retry: boolean, dead
   };
   await Promise.all(Array.from({ length: conc }, worker));
   const seconds = Math.round((performance.now() - start) / 100) / 10;
-  return { lang: "node", retry, deadline_ms: deadlineMs, agent, n, ...counts, limits, seconds };
+  loop.disable();
+  const ms = (ns: number) => Math.round(ns / 1e5) / 10;
+  const stall = { loop_p99_ms: ms(loop.percentile(99)), loop_max_ms: ms(loop.max) };
+  return { lang: "node", retry, deadline_ms: deadlineMs, agent, n, ...counts, limits, seconds, ...stall };
 }
 
 const { values } = parseArgs({

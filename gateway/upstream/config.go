@@ -38,6 +38,17 @@ type Config struct {
 	JobRetention      time.Duration // how long a finished job stays watchable, default 5 min
 	MaxResultBytes    int64         // largest streamed result (§8.4) assembled for Wait, default 16 MiB
 
+	// ReattachSilence bounds, on a runtime that did not negotiate
+	// session.list_jobs, how long a live job may stay silent after a
+	// resume before it is re-attached (job.subscribe) or, without
+	// subscribe, ended for its callers with the terminal job.error
+	// JOB_LOST naming it (see correlate.Reattach). Zero: the larger of
+	// 30 s and two heartbeat intervals (the runtime's own liveness bound).
+	// A job that goes on streaming but stays silent longer than this after
+	// a resume is ended too: that is the price of a runtime that cannot
+	// say which jobs it still runs.
+	ReattachSilence time.Duration
+
 	// RetainedBytes is the account of the gateway's retained-bytes budget
 	// this session's job logs and results are reserved in (nil: none).
 	RetainedBytes budget.Account

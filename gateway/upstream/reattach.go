@@ -3,6 +3,7 @@ package upstream
 import (
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"time"
 
 	"github.com/sessiongate/sessiongate/gateway/arcp"
@@ -27,6 +28,20 @@ const CodeJobLost = "JOB_LOST"
 // maxProbePages bounds the pages one probe reads.
 const maxProbePages = 20
 
+// maxRejoinKept bounds the envelopes (ids, digests) an observed job remembers for its
+// re-attachments (correlate.Rejoin).
+const maxRejoinKept = 4096
+
+// envDigest is the digest of an envelope's type and payload that Rejoin
+// aligns a replay by.
+func envDigest(env *arcp.Envelope) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(env.Type))
+	_, _ = h.Write([]byte{0})
+	_, _ = h.Write(env.Payload)
+	return h.Sum64()
+}
+
 // reatReq is a connection-owned request in flight.
 type reatReq struct {
 	job     string // job.subscribe: the job; "" for the probe
@@ -37,6 +52,11 @@ type reatReq struct {
 // reattachFeaturesLocked tells the core what the session negotiated.
 func (c *Conn) reattachFeaturesLocked() {
 	c.reat.Features(c.feat.listJobs, c.feat.subscribe)
+	silence := c.cfg.ReattachSilence
+	if silence <= 0 {
+		silence = max(30*time.Second, 2*c.hbInterval)
+	}
+	c.reat.SetSilence(silence)
 }
 
 // reattachResumedLocked starts watching every live job of the connection
@@ -46,10 +66,12 @@ func (c *Conn) reattachResumedLocked(t *transport, now time.Time) {
 	c.reattachFeaturesLocked()
 	var live []correlate.Mark
 	for j := range c.live {
-		if j.held || j.term != nil || j.removed || j.subscribed || j.foreign {
+		if j.held || j.term != nil || j.removed || j.foreign || j.subReq != nil {
+			// (A caller's job.subscribe still unanswered is sent
+			// again by the request tables.)
 			continue
 		}
-		live = append(live, correlate.Mark{Job: j.id, LastSeq: j.lastSeq})
+		live = append(live, correlate.Mark{Job: j.id, LastSeq: j.lastSeq, Observed: j.subscribed})
 	}
 	c.reat.Resumed(live, now)
 	// Another session's jobs whose attachment went unanswered with the
@@ -86,6 +108,10 @@ func (c *Conn) applyReattachLocked(t *transport) {
 			clear(c.probeLive)
 			c.sendProbeLocked("")
 		case correlate.Resubscribe:
+			if a.Observed {
+				c.reattachObservedLocked(a.Job)
+				continue
+			}
 			c.ctr.Reattached.Add(1)
 			c.sendReattachLocked(a.Job, a.From, false)
 		case correlate.JobLost:
@@ -96,6 +122,29 @@ func (c *Conn) applyReattachLocked(t *transport) {
 	if t != nil && len(c.ctrl) > 0 {
 		c.wakeWriter()
 	}
+}
+
+// reattachObservedLocked re-attaches an observed job from its caller's
+// cursor (the only one this session knows in the submitting session's
+// numbering); Rejoin drops what that replays again. A live-only
+// subscription (no history) has no cursor to go back to: its events during
+// the seam are gone, so it ends with a definite error instead.
+func (c *Conn) reattachObservedLocked(id string) {
+	j := c.jobs[id]
+	if j == nil || j.term != nil || j.obs == nil {
+		c.reat.Forget(id)
+		return
+	}
+	if !j.obsHistory {
+		c.reat.Forget(id)
+		c.loseJobLocked(id, fmt.Sprintf("job %s: the runtime stopped streaming it to this session after the upstream session resumed, "+
+			"and it was subscribed to without history, so the events it sent meanwhile cannot be replayed; "+
+			"subscribe to it again with history from your cursor to go on", id))
+		return
+	}
+	c.ctr.Reattached.Add(1)
+	j.obs.Reattaching()
+	c.sendReattachLocked(id, j.obsFrom, false)
 }
 
 // sendProbeLocked sends one page of the probe: the runtime's live jobs.
@@ -157,14 +206,20 @@ func (c *Conn) onProbeAnswerLocked(t *transport, req string, p arcp.Jobs) bool {
 
 // onReattachAnswerLocked handles job.subscribed or a session.error naming
 // a connection-owned job.subscribe. It reports whether req was one.
-func (c *Conn) onReattachAnswerLocked(t *transport, req string, refused bool) bool {
+func (c *Conn) onReattachAnswerLocked(t *transport, req string, refused, replayed bool) bool {
 	rr, ok := c.reatReqs[req]
 	if !ok || rr.job == "" {
 		return false
 	}
 	delete(c.reatReqs, req)
 	if !refused {
-		return true // history and live events follow
+		// History and live events follow (or, from the TS SDK, came
+		// before).
+		c.reat.Subscribed(rr.job)
+		if j := c.jobs[rr.job]; j != nil && j.obs != nil && !rr.foreign {
+			j.obs.Subscribed(replayed)
+		}
+		return true
 	}
 	if rr.foreign {
 		c.loseJobLocked(rr.job, foreignLostMessage(rr.job))
@@ -177,10 +232,10 @@ func (c *Conn) onReattachAnswerLocked(t *transport, req string, refused bool) bo
 
 // subscribedAnswerLocked routes a job.subscribed without a caller's request:
 // the answer to a connection-owned re-attachment.
-func (c *Conn) subscribedAnswerLocked(t *transport, jobID string) bool {
+func (c *Conn) subscribedAnswerLocked(t *transport, jobID string, replayed bool) bool {
 	for req, rr := range c.reatReqs {
 		if rr.job == jobID {
-			return c.onReattachAnswerLocked(t, req, false)
+			return c.onReattachAnswerLocked(t, req, false, replayed)
 		}
 	}
 	return false

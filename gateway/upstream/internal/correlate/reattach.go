@@ -20,10 +20,10 @@ type Reattach struct {
 	jobs      map[string]*rjob
 	resumedAt time.Time // the latest resume
 	probing   bool      // a probe is in flight on the current transport
-	probeN  uint64    // number of the latest probe
-	probeAt time.Time // next probe due (when not probing)
-	sentAt  time.Time // when the probe in flight was sent
-	backoff time.Duration
+	probeN    uint64    // number of the latest probe
+	probeAt   time.Time // next probe due (when not probing)
+	sentAt    time.Time // when the probe in flight was sent
+	backoff   time.Duration
 
 	out []RAction
 	ctr ReattachCounters

@@ -5,188 +5,165 @@ package correlate
 // re-attachment after a resume. The runtime renumbers an observed job's
 // envelopes in this session's event_seq, so the cursor of a re-attachment
 // can only be F, the caller's, in the submitting session's numbering: the
-// runtime then replays every envelope of the job after F, the ones already
-// delivered first. Rejoin drops those. Sans-IO: the connection feeds it the
-// job's sequenced envelopes in order, each with its envelope id, and
-// delivers what it lets through, in the order given. T is the connection's
-// envelope. The rules are in doc.go ("Re-attaching an observed job").
-type Rejoin[T any] struct {
-	n      uint64 // envelopes delivered since the subscription
-	skip   uint64 // envelopes of the re-attachment's replay still to drop
-	active bool   // re-attached at least once: duplicates by id are dropped
-	open   bool   // a re-attachment's job.subscribed has not arrived yet
-	decide bool   // answered (replayed), envelopes held: the next one tells what they are
-	held   []heldEnv[T]
+// runtime then replays the job's envelopes after F that its buffer still
+// holds (all of them, or only a tail when acknowledgements let it trim),
+// the ones already delivered first. Rejoin finds where that replay starts
+// among the envelopes delivered, by content, and drops it up to the last
+// one delivered. Sans-IO: the connection feeds it the job's sequenced
+// envelopes in order, each with its envelope id and a digest of its type
+// and payload, and delivers those Admit lets through. The rules are in
+// doc.go ("Re-attaching an observed job").
+type Rejoin struct {
+	active bool // re-attached at least once: duplicates by id are dropped
 
+	// What was delivered: the latest max envelopes' digests (sums) and
+	// ids; n is how many were delivered in all.
+	n     uint64
+	sums  []uint64
 	ids   map[string]struct{}
 	order []string
 	max   int
 
+	// The alignment of a replay in progress: the positions (absolute
+	// indexes) among the delivered envelopes that the replay may be at.
+	aligning bool
+	cands    []uint64
+
+	ctr RejoinCounters
+
 	broken string // disables one rule; only tests set it
 }
 
-type heldEnv[T any] struct {
-	id string
-	v  T
+// RejoinCounters count what Rejoin did.
+type RejoinCounters struct {
+	Replayed uint64 // envelopes dropped as a replay of delivered ones (by content)
+	DupIDs   uint64 // envelopes dropped as delivered under the same id
+	Diverged uint64 // replays that stopped matching what was delivered before reaching its end
 }
 
-// NewRejoin returns a Rejoin remembering the ids of the latest maxIDs
-// envelopes delivered (1024 when zero or less).
-func NewRejoin[T any](maxIDs int) *Rejoin[T] {
-	if maxIDs <= 0 {
-		maxIDs = 1024
+// NewRejoin returns a Rejoin remembering at least the latest maxKept
+// envelopes delivered (1024 when zero or less); a replay that starts before
+// them is aligned from its first envelope that is kept.
+func NewRejoin(maxKept int) *Rejoin {
+	if maxKept <= 0 {
+		maxKept = 1024
 	}
-	return &Rejoin[T]{max: maxIDs}
+	return &Rejoin{max: maxKept}
 }
 
 // Delivered returns the envelopes delivered since the subscription.
-func (f *Rejoin[T]) Delivered() uint64 { return f.n }
+func (f *Rejoin) Delivered() uint64 { return f.n }
 
-// Held returns the envelopes held until the re-attachment's answer.
-func (f *Rejoin[T]) Held() int { return len(f.held) }
+// Counters returns the counts so far.
+func (f *Rejoin) Counters() RejoinCounters { return f.ctr }
 
 // Reattaching records that job.subscribe{history, from_event_seq: F} was
-// sent again: the first Delivered envelopes of the job that follow are a
-// replay of what was delivered. Until job.subscribed answers it, the job's
-// envelopes are held: which of them are replay depends on the answer.
-func (f *Rejoin[T]) Reattaching() {
-	f.active, f.open = true, true
-	f.skip = f.n
-	if f.broken == "rejoin-no-skip" {
-		f.skip = 0
+// sent again: the envelopes of the job that follow may begin with a replay
+// of delivered ones.
+func (f *Rejoin) Reattaching() {
+	f.active = true
+	if f.n > 0 && f.broken != "rejoin-no-align" {
+		f.aligning, f.cands = true, nil
 	}
 }
 
-// Subscribed records the runtime's job.subscribed for the re-attachment
-// and returns the held envelopes to deliver now. replayed false says that
-// no history was or will be sent (a runtime whose subscription survived
-// the resume answers so: the reference's): the held envelopes are all new.
-// Otherwise the held envelopes are either the replay (the TS SDK replays
-// before it answers) or live ones of a subscription that survived (the Go
-// SDK replays after it answers, under the envelopes' own ids). The next
-// envelope tells: one already delivered (by id) is the Go SDK's replay
-// beginning, so the held ones were live; anything else, or Flush, means
-// they were the replay.
-func (f *Rejoin[T]) Subscribed(replayed bool) []T {
-	if !f.open {
-		return nil
+// Subscribed records the runtime's job.subscribed for the re-attachment:
+// replayed false says that no history was or will be sent (a runtime whose
+// subscription survived the resume answers so: the reference's), so
+// nothing that follows is a replay. A replay sent before the answer (the
+// TS SDK's) was aligned already.
+func (f *Rejoin) Subscribed(replayed bool) {
+	if !replayed && f.broken != "rejoin-ignores-replayed" {
+		f.aligning, f.cands = false, nil
 	}
-	f.open = false
-	if !replayed {
-		f.skip = 0
-	}
-	if len(f.held) > 0 && f.skip > 0 && f.broken != "rejoin-held-are-replay" {
-		f.decide = true
-		return nil
-	}
-	return f.release(false)
 }
 
-// Flush ends a wait for the envelope after job.subscribed (Subscribed):
-// the held envelopes were the replay. It returns those to deliver.
-func (f *Rejoin[T]) Flush() []T {
-	if !f.decide {
-		return nil
-	}
-	f.decide = false
-	return f.release(false)
-}
-
-// Pending reports whether Flush has something to decide.
-func (f *Rejoin[T]) Pending() bool { return f.decide }
-
-// release delivers the held envelopes, as live ones when live (none of
-// them is replay), else through the replay's count.
-func (f *Rejoin[T]) release(live bool) []T {
-	hs := f.held
-	f.held = nil
-	var out []T
-	for _, h := range hs {
-		if live {
-			f.record(h.id)
-			out = append(out, h.v)
-			continue
-		}
-		if f.admit(h.id) {
-			out = append(out, h.v)
-		}
-	}
-	return out
-}
-
-// Dropped records that the transport dropped and reports whether the seam
-// is still known. It is not while a re-attachment is unfinished (its
-// job.subscribed not received, or its replay not consumed): whether the
-// rest of that replay comes with the resume depends on the runtime (the
-// TS SDK and the reference put it in the session's stream, the Go SDK
-// does not), so what follows can no longer be told apart from what was
-// delivered. The connection then ends the job for its callers with a
-// definite error rather than deliver twice or lose envelopes.
-func (f *Rejoin[T]) Dropped() bool {
-	if f.broken == "rejoin-trusts-drop" {
-		f.open, f.held = false, nil
-		return true
-	}
-	return !f.open && !f.decide && f.skip == 0
-}
-
-// Admit takes the job's next envelope, of envelope id id, and returns the
-// envelopes to deliver now, in order.
-func (f *Rejoin[T]) Admit(id string, v T) []T {
-	if f.open && f.broken != "rejoin-no-hold" {
-		f.held = append(f.held, heldEnv[T]{id, v})
-		return nil
-	}
-	var out []T
-	if f.decide {
-		f.decide = false
-		_, known := f.ids[id]
-		out = f.release(known && id != "")
-	}
-	if f.admit(id) {
-		out = append(out, v)
-	}
-	return out
-}
-
-// admit decides for one envelope:
+// Admit reports whether the job's next envelope, of envelope id id and
+// digest sum, is delivered:
 //
 //   - an id already delivered (after a re-attachment) is a duplicate: the
 //     Go SDK's replay keeps envelope ids, and a second subscription there
-//     sends every live envelope twice under one id. It counts against the
-//     replay still to drop;
-//   - otherwise, while the replay still has envelopes to drop, it is one
-//     of them (the TS SDK's replay gives new ids);
+//     sends every live envelope twice under one id;
+//   - while a replay is being aligned: the first envelope's digest is
+//     looked up among the delivered ones (every position it matches is a
+//     candidate start); each next envelope keeps the candidates it
+//     continues. While a candidate lives, the envelope was delivered
+//     before and is dropped. Once no candidate lives, the envelope is new
+//     (a candidate reached the last delivered envelope: the replay caught
+//     up; none did: the replay diverged, counted, and delivery goes on);
 //   - otherwise it is new.
-func (f *Rejoin[T]) admit(id string) bool {
+func (f *Rejoin) Admit(id string, sum uint64) bool {
 	if f.active && id != "" && f.broken != "rejoin-no-ids" {
 		if _, dup := f.ids[id]; dup {
-			if f.skip > 0 {
-				f.skip--
-			}
+			f.ctr.DupIDs++
 			return false
 		}
 	}
-	if f.skip > 0 {
-		f.skip--
-		return false
+	if f.aligning {
+		if f.align(sum) {
+			f.ctr.Replayed++
+			return false
+		}
 	}
-	f.record(id)
+	f.record(id, sum)
 	return true
 }
 
-func (f *Rejoin[T]) record(id string) {
+// align advances the alignment by one envelope of digest sum and reports
+// whether it belongs to the replay.
+func (f *Rejoin) align(sum uint64) bool {
+	first := f.n - uint64(len(f.sums)) // absolute index of sums[0]
+	if f.cands == nil {
+		for i, s := range f.sums {
+			if s == sum {
+				f.cands = append(f.cands, first+uint64(i))
+			}
+		}
+		if len(f.cands) > 0 {
+			return true
+		}
+		f.aligning = false // not a replay of anything kept: new
+		return false
+	}
+	live, caughtUp := f.cands[:0], false
+	for _, c := range f.cands {
+		next := c + 1
+		if next >= f.n {
+			caughtUp = true
+			continue
+		}
+		if next >= first && f.sums[next-first] == sum {
+			live = append(live, next)
+		}
+	}
+	f.cands = live
+	if len(live) > 0 {
+		return true
+	}
+	if !caughtUp {
+		f.ctr.Diverged++
+	}
+	f.aligning = false
+	return false
+}
+
+func (f *Rejoin) record(id string, sum uint64) {
 	f.n++
-	if id != "" {
-		if f.ids == nil {
-			f.ids = make(map[string]struct{})
-		}
-		f.ids[id] = struct{}{}
-		f.order = append(f.order, id)
-		if len(f.order) > f.max {
-			delete(f.ids, f.order[0])
-			f.order[0] = ""
-			f.order = f.order[1:]
-		}
+	f.sums = append(f.sums, sum)
+	if len(f.sums) > 2*f.max {
+		f.sums = append(f.sums[:0], f.sums[len(f.sums)-f.max:]...)
+	}
+	if id == "" {
+		return
+	}
+	if f.ids == nil {
+		f.ids = make(map[string]struct{})
+	}
+	f.ids[id] = struct{}{}
+	f.order = append(f.order, id)
+	if len(f.order) > f.max {
+		delete(f.ids, f.order[0])
+		f.order[0] = ""
+		f.order = f.order[1:]
 	}
 }

@@ -52,11 +52,16 @@ type reatReq struct {
 // reattachFeaturesLocked tells the core what the session negotiated.
 func (c *Conn) reattachFeaturesLocked() {
 	c.reat.Features(c.feat.listJobs, c.feat.subscribe)
-	silence := c.cfg.ReattachSilence
-	if silence <= 0 {
-		silence = max(30*time.Second, 2*c.hbInterval)
+	c.reat.SetSilence(c.reatSilenceLocked())
+}
+
+// reatSilenceLocked is the silence bound of a session without list_jobs
+// (Config.ReattachSilence).
+func (c *Conn) reatSilenceLocked() time.Duration {
+	if c.cfg.ReattachSilence > 0 {
+		return c.cfg.ReattachSilence
 	}
-	c.reat.SetSilence(silence)
+	return max(30*time.Second, 2*c.hbInterval)
 }
 
 // reattachResumedLocked starts watching every live job of the connection
@@ -115,6 +120,12 @@ func (c *Conn) applyReattachLocked(t *transport) {
 			c.ctr.Reattached.Add(1)
 			c.sendReattachLocked(a.Job, a.From, false)
 		case correlate.JobLost:
+			if !c.feat.listJobs {
+				c.loseJobLocked(a.Job, fmt.Sprintf("job %s: the runtime sent nothing of it for %v after the upstream session resumed, "+
+					"and the session cannot ask whether the runtime still runs it (no session.list_jobs) or re-attach it "+
+					"(job.subscribe, or it answered nothing more): it is taken as lost; its outcome is unknown", a.Job, c.reatSilenceLocked()))
+				continue
+			}
 			c.loseJobLocked(a.Job, fmt.Sprintf("job %s was lost by the runtime after the upstream session resumed: "+
 				"the runtime no longer streams it and could not re-attach it (job.subscribe); its outcome is unknown", a.Job))
 		}

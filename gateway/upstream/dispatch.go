@@ -595,6 +595,9 @@ func (c *Conn) onSubscribedLocked(t *transport, env *arcp.Envelope) {
 		return
 	}
 	delete(c.pending, r.id)
+	if j.obs != nil {
+		j.obs.Subscribed(p.Replayed)
+	}
 	r.subd = p
 	c.finishRequestLocked(r, nil)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -461,6 +462,73 @@ func TestLostJobBoundWithoutListJobs(t *testing.T) {
 			wantCode(t, "RunJob of a job lost without list_jobs", a.err, codes.Aborted, "JOB_LOST")
 			if errorInfo(a.err).GetMetadata()["job_id"] == "" {
 				t.Fatalf("JOB_LOST names no job: %v", a.err)
+			}
+		})
+	}
+}
+
+// Alice watches a job of her first session from her second (SubscribeJob),
+// and the runtime drops the first session's transport only, in every
+// dialect. The TS runtime then loses the job: it sends nothing more to its
+// submitter or to its subscribers. Before, the watch from the second
+// session (which saw no resume of its own) waited to its deadline. Now the
+// submitting session's JOB_LOST makes the observing one check on the job:
+// the watch ends with JOB_LOST naming it, within the bound. Runtimes that go
+// on streaming deliver the whole job to both.
+func TestObservedJobLostByItsSubmitter(t *testing.T) {
+	for _, d := range arcpruntime.Dialects {
+		t.Run(d.Name, func(t *testing.T) {
+			h, actx, _ := twoCallers(t, d.Dialect)
+			owner, observer := openAs(t, h, actx), openAs(t, h, actx)
+			job, err := h.client.SubmitJob(actx, &sessiongatev1.SubmitJobRequest{SessionId: owner, Agent: "stream",
+				Input: mustValue(t, map[string]any{"count": 40.0, "interval_ms": 50.0})})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := h.client.SubscribeJob(actx, &sessiongatev1.SubscribeJobRequest{SessionId: observer, JobId: job.GetJobId(), History: true}); err != nil {
+				t.Fatal(err)
+			}
+			st, err := h.client.WatchJob(actx, &sessiongatev1.WatchJobRequest{SessionId: observer, JobId: job.GetJobId()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			upOwner := upstreamSessionOf(t, h, owner)
+			var got []float64
+			var last *sessiongatev1.WatchJobResponse
+			var cut time.Time
+			for {
+				it, err := st.Recv()
+				if err != nil {
+					break
+				}
+				last = it
+				if ev := it.GetEvent(); ev != nil {
+					got = append(got, ev.GetBody().GetStructValue().GetFields()["i"].GetNumberValue())
+					if len(got) == 5 {
+						if !h.rt.Runtime().DropSession(upOwner) {
+							t.Fatal("the submitting session had no transport to drop")
+						}
+						cut = time.Now()
+					}
+				}
+			}
+			t.Logf("%s: %d events, last item %v, %v after the cut", d.Name, len(got), last, time.Since(cut).Round(time.Millisecond))
+			for i, v := range got {
+				if v != float64(i) {
+					t.Fatalf("events %v: not each once and in order", got)
+				}
+			}
+			if !d.Dialect.LoseRunningJobsOnResume {
+				if len(got) != 40 || last.GetResult() == nil {
+					t.Fatalf("%d events, last %v; want 40 and the result", len(got), last)
+				}
+				return
+			}
+			if last.GetError().GetCode() != upstream.CodeJobLost || !strings.Contains(last.GetError().GetMessage(), job.GetJobId()) {
+				t.Fatalf("last item %v; want the error %s naming the job", last, upstream.CodeJobLost)
+			}
+			if el := time.Since(cut); el > 2*reattachBound {
+				t.Fatalf("the observer's watch ended %v after the cut; bound %v", el, 2*reattachBound)
 			}
 		})
 	}

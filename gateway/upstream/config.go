@@ -49,6 +49,13 @@ type Config struct {
 	// say which jobs it still runs.
 	ReattachSilence time.Duration
 
+	// OnJobLost, if set, is called with the id of every job the connection
+	// ends for its callers as JOB_LOST, on a goroutine of its own (never
+	// under the connection's lock). The gateway tells its other sessions
+	// of the caller that observe the job to check on it (Recheck): a
+	// runtime that loses a job stops sending it to its subscribers too.
+	OnJobLost func(jobID string)
+
 	// RetainedBytes is the account of the gateway's retained-bytes budget
 	// this session's job logs and results are reserved in (nil: none).
 	RetainedBytes budget.Account

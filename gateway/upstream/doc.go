@@ -154,7 +154,9 @@
 // back and ends with CodeJobLost. Without session.list_jobs, a live job
 // silent for Config.ReattachSilence after a resume is re-attached or, without
 // job.subscribe, ends with CodeJobLost: a bound instead of the caller's
-// deadline. An idempotent replay of a job another session created (the runtime shares
+// deadline. A job a session observes is checked the same way when the
+// session that submitted it ends it as JOB_LOST (Config.OnJobLost, Recheck).
+// An idempotent replay of a job another session created (the runtime shares
 // keys per principal) is attached the same way, from seq 0, as soon as it
 // is handed over (OwnedElsewhere). Probes and re-attachments are the
 // connection's own control frames: they are not re-sent after a drop

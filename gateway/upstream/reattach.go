@@ -273,9 +273,13 @@ func (c *Conn) jobNotFoundWhileAttachingLocked(j *job, it *Item) {
 	msg := fmt.Sprintf("job %s was lost by the runtime after the upstream session resumed: job.subscribe answered JOB_NOT_FOUND", j.id)
 	if j.foreign {
 		msg = foreignLostMessage(j.id)
+	} else if j.subscribed {
+		msg = fmt.Sprintf("job %s, observed by this session, was lost by the runtime: it stopped sending it here (after a resume, or "+
+			"after its submitting session lost it) and job.subscribe answered JOB_NOT_FOUND", j.id)
 	}
 	it.Error = &arcp.JobError{FinalStatus: arcp.StatusError, Code: CodeJobLost, Message: msg}
 	c.ctr.JobsLost.Add(1)
+	c.notifyLostLocked(j.id)
 }
 
 func foreignLostMessage(job string) string {
@@ -298,6 +302,32 @@ func (c *Conn) loseJobLocked(jobID, msg string) {
 	it := Item{Seq: seq, Error: &arcp.JobError{FinalStatus: arcp.StatusError, Code: CodeJobLost, Message: msg}}
 	c.appendLocked(j, it, itemOverhead, time.Now())
 	c.core.JobEnded(jobID)
+	c.notifyLostLocked(jobID)
+}
+
+// notifyLostLocked calls Config.OnJobLost for jobID off the lock.
+func (c *Conn) notifyLostLocked(jobID string) {
+	if f := c.cfg.OnJobLost; f != nil {
+		go f(jobID)
+	}
+}
+
+// Recheck makes the connection check on a job it observes (attached with
+// SubscribeJob) as it does after a resume: the job's submitting session
+// lost it (Config.OnJobLost), and the runtime may then have stopped sending
+// it to this session too, without a resume here to notice. Listed live and
+// streaming, nothing changes; no longer listed, it is re-attached or ends as
+// JOB_LOST (without list_jobs: after Config.ReattachSilence of silence). A
+// job this connection submitted, or does not know, is left alone.
+func (c *Conn) Recheck(jobID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	j := c.jobs[jobID]
+	if j == nil || !j.subscribed || j.foreign || j.term != nil || j.subReq != nil {
+		return
+	}
+	c.reat.Watch(correlate.Mark{Job: jobID, LastSeq: j.lastSeq, Observed: true}, time.Now())
+	c.busyLocked()
 }
 
 // attachForeignLocked handles a job handed to a caller by an idempotent

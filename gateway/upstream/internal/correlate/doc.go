@@ -220,6 +220,10 @@
 //     (no probe at all: the caller waits forever).
 //   - the re-attachment of an observed job answered (job.subscribed): it is
 //     settled; the runtime attached it to this transport.
+//   - Watch (no resume here): an observed job whose submitting session in
+//     the gateway ended it as JOB_LOST is tracked as after a resume, with a
+//     probe ProbeAfter later (a runtime that loses a job stops sending it
+//     to its subscribers too: the TS SDK).
 //   - no list_jobs negotiated (nothing to probe): a frame that arrives
 //     ProbeAfter or more after the resume confirms the job (the rules
 //     assume a resume's replay arrives within ProbeAfter of the welcome);

@@ -138,8 +138,29 @@ func (r *Reattach) Counters() ReattachCounters { return r.ctr }
 // Tracking returns the number of jobs not yet settled.
 func (r *Reattach) Tracking() int { return len(r.jobs) }
 
-// Features records what the session negotiated (every welcome).
-func (r *Reattach) Features(listJobs, subscribe bool) { r.canList, r.canSub = listJobs, subscribe }
+// Features records what the session negotiated (every welcome: a
+// transport is up).
+func (r *Reattach) Features(listJobs, subscribe bool) {
+	r.canList, r.canSub, r.connected = listJobs, subscribe, true
+}
+
+// Watch starts tracking one live job as after a resume, without one: an
+// observed job whose submitting session (elsewhere in the gateway) lost it,
+// so that the runtime may have stopped sending it here too. A probe follows
+// ProbeAfter from now unless one is due sooner; without list_jobs the
+// silence bound runs from now.
+func (r *Reattach) Watch(m Mark, now time.Time) {
+	if _, ok := r.jobs[m.Job]; ok {
+		return
+	}
+	put(&r.jobs, m.Job, &rjob{last: m.LastSeq, state: unconfirmed, observed: m.Observed, since: now})
+	if r.resumedAt.Before(now) {
+		r.resumedAt = now
+	}
+	if due := now.Add(r.cfg.ProbeAfter); !r.probing && (r.probeAt.Before(now) || r.probeAt.After(due)) {
+		r.probeAt, r.backoff = due, r.cfg.ProbeAfter
+	}
+}
 
 // SetSilence sets the silence bound (see ReattachConfig.Silence); zero or
 // less keeps the current one.

@@ -198,9 +198,11 @@
 //     {status [pending, running]} (all pages, up to 20). Probes are
 //     numbered; an answer to a probe given up (10 s) and sent again, or of
 //     a dropped transport, is ignored (it may predate a re-attachment).
-//   - observed, listed live at two probes in a row with nothing of it
-//     delivered between: the job runs but this session's subscription did
-//     not survive: Resubscribe (below). Broken on purpose:
+//   - observed, listed live with nothing of it delivered since the resume,
+//     or listed live at two probes in a row with nothing of it delivered
+//     between: the job runs but this session's subscription did not
+//     survive: Resubscribe (below), before the job ends (the TS SDK forgets
+//     an ended job). Broken on purpose:
 //     "reattach-observed-trusts-listing" (its watcher waits until the job
 //     ends).
 //   - listed live: watched; its next frame confirms that the runtime goes

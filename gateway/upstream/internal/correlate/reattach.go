@@ -105,6 +105,7 @@ type rjob struct {
 	last     uint64
 	state    rstate
 	observed bool
+	framed   bool      // a frame of it arrived since the resume (or Watch)
 	since    time.Time // its latest frame, resume or re-attachment (the silence clock)
 }
 
@@ -179,7 +180,7 @@ func (r *Reattach) Resumed(live []Mark, now time.Time) {
 	r.resumedAt = now
 	for _, m := range live {
 		if j := r.jobs[m.Job]; j != nil {
-			j.last, j.state, j.observed, j.since = max(j.last, m.LastSeq), unconfirmed, m.Observed, now
+			j.last, j.state, j.observed, j.since, j.framed = max(j.last, m.LastSeq), unconfirmed, m.Observed, now, false
 			continue
 		}
 		put(&r.jobs, m.Job, &rjob{last: m.LastSeq, state: unconfirmed, observed: m.Observed, since: now})
@@ -201,6 +202,7 @@ func (r *Reattach) Frame(job string, seq uint64, now time.Time) {
 		return
 	}
 	j.last = max(j.last, seq)
+	j.framed = true
 	switch {
 	case j.state == listedLive || r.cfg.brokenRule == "reattach-replay-confirms":
 		// The runtime listed it as live after the replay and streams it:
@@ -305,10 +307,14 @@ func (r *Reattach) Listed(probe uint64, live map[string]bool, complete bool, now
 	for _, id := range sortedKeys(r.jobs) {
 		j := r.jobs[id]
 		switch {
-		case live[id] && j.observed && j.state == listedLive && r.canSub && r.cfg.brokenRule != "reattach-observed-trusts-listing":
-			// Listed live at the previous probe too, and nothing of it
-			// arrived since: the job runs, but this session's
-			// subscription did not survive the resume (TS).
+		case live[id] && j.observed && (j.state == listedLive || !j.framed) && j.state != resubscribed && r.canSub &&
+			r.cfg.brokenRule != "reattach-observed-trusts-listing":
+			// Listed live, and nothing of it arrived since the resume
+			// (or since the previous probe listed it): the job runs,
+			// but this session's subscription did not survive the
+			// resume (TS). Re-attached now, before the job ends (the
+			// TS SDK forgets an ended job: job.subscribe would answer
+			// JOB_NOT_FOUND).
 			r.resubscribe(id, j, now)
 		case live[id]:
 			j.state = listedLive

@@ -33,6 +33,18 @@ const lostBound = 5 * time.Second
 // retryBound is how soon a retry of a job that has ended must answer.
 const retryBound = time.Second
 
+// obsBound is how soon after the observer's cut a subscribed job must go on
+// (or end as JOB_LOST): listed live at two probes in a row (the first a
+// second after the resume, the next two seconds later), then a subscribe
+// round trip.
+const obsBound = 8 * time.Second
+
+// obsCount and obsCutAt shape scenario 5's stream.
+const (
+	obsCount = 30
+	obsCutAt = 8
+)
+
 type call struct {
 	took   time.Duration
 	job    string
@@ -52,6 +64,11 @@ type report struct {
 	aliceJobs, bobIDs []string
 	bobSawAlice       []string
 	watchPast, cancel error
+	obsEvents         []int
+	obsTerminal       string
+	obsEnd            time.Duration
+	obsCutDone        bool
+	obsStreamErr      error
 	frames            int
 }
 
@@ -79,6 +96,8 @@ func (r *report) print(w io.Writer) {
 	fmt.Fprintf(w, "3  alice lists %d of her jobs; bob lists %v; alice's jobs in bob's list: %v\n", len(r.aliceJobs), r.bobIDs, r.bobSawAlice)
 	fmt.Fprintf(w, "4a WatchJob past the end: %s\n", errText(r.watchPast))
 	fmt.Fprintf(w, "4b CancelJob of the ended job: %s\n", errText(r.cancel))
+	fmt.Fprintf(w, "5  %d-event stream watched through SubscribeJob from another session, the observer's transport cut after event %d (cut: %v): events %v, then %s, %v after the cut (stream: %s)\n",
+		obsCount, obsCutAt, r.obsCutDone, r.obsEvents, r.obsTerminal, r.obsEnd.Round(time.Millisecond), errText(r.obsStreamErr))
 	fmt.Fprintf(w, "frames through the proxy: %d\n", r.frames)
 }
 
@@ -116,6 +135,20 @@ func (r *report) broken() []string {
 	}
 	if status.Code(r.cancel) != codes.FailedPrecondition {
 		b = append(b, "CancelJob of an ended job: "+errText(r.cancel))
+	}
+	for i, v := range r.obsEvents {
+		if v != i {
+			b = append(b, fmt.Sprintf("subscribed stream: events %v not each once and in order", r.obsEvents))
+			break
+		}
+	}
+	switch {
+	case !r.obsCutDone:
+		b = append(b, "subscribed stream: the observer's transport was not cut")
+	case r.obsTerminal == "result" && len(r.obsEvents) == obsCount:
+	case r.obsTerminal == upstream.CodeJobLost && r.obsEnd <= obsBound:
+	default:
+		b = append(b, fmt.Sprintf("subscribed stream: %d events, then %q after %v", len(r.obsEvents), r.obsTerminal, r.obsEnd))
 	}
 	return b
 }
@@ -318,6 +351,49 @@ func scenarios(ctx context.Context, cl sessiongatev1.SessionGatewayClient, px *p
 	}
 	r.watchPast = err
 	_, r.cancel = cl.CancelJob(actx, &sessiongatev1.CancelJobRequest{SessionId: sids[4], JobId: short.GetJobId()})
+
+	// 5. A job watched from another session of its caller (SubscribeJob
+	// with history), the observer's transport alone cut mid-stream.
+	owner, observer := sids[0], sids[2]
+	oj, err := cl.SubmitJob(actx, &sessiongatev1.SubmitJobRequest{SessionId: owner, Agent: "stream", Input: stream(obsCount, 150)})
+	if err != nil {
+		return fmt.Errorf("SubmitJob: %w", err)
+	}
+	if _, err := cl.SubscribeJob(actx, &sessiongatev1.SubscribeJobRequest{SessionId: observer, JobId: oj.GetJobId(), History: true}); err != nil {
+		return fmt.Errorf("SubscribeJob: %w", err)
+	}
+	octx, ocancel := context.WithTimeout(actx, 30*time.Second)
+	defer ocancel()
+	ow, err := cl.WatchJob(octx, &sessiongatev1.WatchJobRequest{SessionId: observer, JobId: oj.GetJobId()})
+	if err != nil {
+		return fmt.Errorf("WatchJob: %w", err)
+	}
+	var ocut time.Time
+	for {
+		it, err := ow.Recv()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				r.obsStreamErr = err
+			}
+			break
+		}
+		if ev := it.GetEvent(); ev != nil {
+			if i, ok := eventIndex(ev); ok {
+				r.obsEvents = append(r.obsEvents, i)
+				if len(r.obsEvents) == obsCutAt {
+					r.obsCutDone = px.cutSubscriber(oj.GetJobId())
+					ocut = time.Now()
+				}
+			}
+			continue
+		}
+		if it.GetResult() != nil {
+			r.obsTerminal = "result"
+		} else {
+			r.obsTerminal = it.GetError().GetCode()
+		}
+		r.obsEnd = time.Since(ocut)
+	}
 	return nil
 }
 

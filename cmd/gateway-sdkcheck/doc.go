@@ -12,7 +12,11 @@
 //     bound;
 //  3. ListJobs of two callers sharing the gateway's upstream principal
 //     (bob must never see alice's jobs);
-//  4. WatchJob past a finished job's end and CancelJob of it.
+//  4. WatchJob past a finished job's end and CancelJob of it;
+//  5. a 30-event stream watched from another session of its caller
+//     (SubscribeJob with history, then WatchJob), the observer's transport
+//     alone cut after the 8th event: whole, once and in order, or ended by
+//     JOB_LOST within the bound.
 //
 // Without -runtime it checks the reference runtime (gateway/arcpruntime) in
 // -dialect. It prints what each scenario saw and exits 1 when a promise is

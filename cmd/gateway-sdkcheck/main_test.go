@@ -51,7 +51,8 @@ func TestBrokenNoticesEachPromise(t *testing.T) {
 	good := func() *report {
 		return &report{original: "j1", retryRunning: call{job: "j1", result: "r"}, retryEnded: call{job: "j1", result: "r", took: time.Millisecond},
 			otherInput: statusErr(6), cutEvents: []int{0, 1, 2, 3, 4, 5, 6, 7}, cutTerminal: "JOB_LOST", cutEnd: time.Second,
-			watchPast: statusErr(11), cancel: statusErr(9)}
+			watchPast: statusErr(11), cancel: statusErr(9),
+			obsEvents: []int{0, 1, 2, 3, 4, 5, 6, 7}, obsTerminal: "JOB_LOST", obsEnd: time.Second, obsCutDone: true}
 	}
 	if b := good().broken(); len(b) != 0 {
 		t.Fatalf("a good report is broken: %q", b)
@@ -65,6 +66,10 @@ func TestBrokenNoticesEachPromise(t *testing.T) {
 		"bob saw alice":        func(r *report) { r.bobSawAlice = []string{"j1"} },
 		"watch past the end":   func(r *report) { r.watchPast = nil },
 		"cancel of ended job":  func(r *report) { r.cancel = nil },
+		"subscribed hung":      func(r *report) { r.obsTerminal, r.obsEnd = "", 30*time.Second },
+		"subscribed duplicate": func(r *report) { r.obsEvents = []int{0, 1, 2, 3, 3, 4} },
+		"subscribed gap":       func(r *report) { r.obsEvents, r.obsTerminal = []int{0, 1, 2, 3, 4, 5, 6, 7, 12}, "result" },
+		"observer not cut":     func(r *report) { r.obsCutDone = false },
 	} {
 		r := good()
 		spoil(r)

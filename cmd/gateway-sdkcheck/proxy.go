@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -24,6 +25,55 @@ type proxy struct {
 	frames int
 	cuts   []context.CancelFunc
 	wg     sync.WaitGroup
+
+	sessions map[string]context.CancelFunc // the latest transport of each ARCP session (from its welcome)
+	subs     map[string]string             // job id → the session that sent job.subscribe for it
+}
+
+// note learns from a frame which transport a session is on and which
+// session subscribed to which job.
+func (p *proxy) note(b []byte, cancel context.CancelFunc) {
+	var env struct {
+		Type      string `json:"type"`
+		SessionID string `json:"session_id"`
+		Payload   struct {
+			JobID string `json:"job_id"`
+		} `json:"payload"`
+	}
+	if json.Unmarshal(b, &env) != nil || env.SessionID == "" {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch env.Type {
+	case "session.welcome":
+		if p.sessions == nil {
+			p.sessions = make(map[string]context.CancelFunc)
+		}
+		p.sessions[env.SessionID] = cancel
+	case "job.subscribe":
+		if p.subs == nil {
+			p.subs = make(map[string]string)
+		}
+		if _, ok := p.subs[env.Payload.JobID]; !ok {
+			p.subs[env.Payload.JobID] = env.SessionID
+		}
+	}
+}
+
+// cutSubscriber ends the transport of the session that subscribed to job,
+// and reports whether there was one.
+func (p *proxy) cutSubscriber(job string) bool {
+	p.mu.Lock()
+	cancel := p.sessions[p.subs[job]]
+	sid := p.subs[job]
+	p.mu.Unlock()
+	if cancel == nil {
+		return false
+	}
+	p.line("--- CUT the transport of session %s (subscribed to %s)", sid, job)
+	cancel()
+	return true
 }
 
 func (p *proxy) line(format string, args ...any) {
@@ -71,6 +121,7 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				s = s[:600] + "…"
 			}
 			p.line("%s %s", dir, s)
+			p.note(b, cancel)
 			if to.Write(ctx, typ, b) != nil {
 				return
 			}

@@ -73,6 +73,21 @@ type Dialect struct {
 	// submitted on).
 	LoseRunningJobsOnResume bool
 
+	// SubscriptionsEndWithTransport: a session's subscriptions to other
+	// sessions' jobs (job.subscribe) end with the transport they were made
+	// on; after a resume the session gets nothing more of those jobs,
+	// which run on, until it subscribes again (and job.subscribe then
+	// replays with history as usual). TS (a subscription is held by the
+	// transport's connection context).
+	SubscriptionsEndWithTransport bool
+
+	// AckKeepsLog: acknowledgements (session.ack, a resume's
+	// last_event_seq) free nothing; the event log keeps every envelope
+	// within its caps, so job.subscribe's history replays a job from
+	// from_event_seq even after its session acknowledged it. TS (an ack
+	// only records the client's position).
+	AckKeepsLog bool
+
 	// ByeOnly: the runtime knows session.bye but not session.close or
 	// session.closed, which it answers with session.error{INVALID_REQUEST,
 	// details {type}} without request_id; the session stays alive. TS.
@@ -226,16 +241,18 @@ var (
 	// DialectTSSDK behaves as the TypeScript SDK's runtime (package
 	// @agentruntimecontrolprotocol/runtime).
 	DialectTSSDK = Dialect{
-		RejectAs:                RejectJobError,
-		VersionErrorNoRequestID: true,
-		HeartbeatLostNotice:     true,
-		RefuseCaughtUpResume:    true,
-		LoseRunningJobsOnResume: true,
-		ByeOnly:                 true,
-		Trace:                   TraceEchoOrMint,
-		IdempotencyScope:        ScopePrincipal,
-		Stream:                  StreamRefuse,
-		ListScope:               ListPrincipal,
+		RejectAs:                      RejectJobError,
+		VersionErrorNoRequestID:       true,
+		HeartbeatLostNotice:           true,
+		RefuseCaughtUpResume:          true,
+		LoseRunningJobsOnResume:       true,
+		SubscriptionsEndWithTransport: true,
+		AckKeepsLog:                   true,
+		ByeOnly:                       true,
+		Trace:                         TraceEchoOrMint,
+		IdempotencyScope:              ScopePrincipal,
+		Stream:                        StreamRefuse,
+		ListScope:                     ListPrincipal,
 	}
 )
 

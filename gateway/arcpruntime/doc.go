@@ -187,6 +187,10 @@
 //	  ends is no longer listed or subscribable
 //	  (JOB_NOT_FOUND); a history subscribe to one's
 //	  own lost job replays its buffered envelopes
+//	a subscription to another session's job ends with  SubscriptionsEndWith-    -       yes
+//	  the subscriber's transport (the job runs on)       Transport
+//	acks free nothing: a history subscribe replays     AckKeepsLog              -       yes
+//	  from from_event_seq after the owner acked
 //	session.close unknown (INVALID_REQUEST)            ByeOnly                  -       yes
 //	session.bye unknown (INVALID_REQUEST)              CloseOnly                yes     -
 //	trace ids echoed, minted or never sent             Trace                    mint    mint

@@ -139,6 +139,25 @@ func (r *Runtime) DropTransports() int {
 	return len(ts)
 }
 
+// DropSession abruptly closes the live WebSocket of one session, as
+// DropTransports does for all. It reports whether the session had one, after
+// it is gone.
+func (r *Runtime) DropSession(sessionID string) bool {
+	r.mu.Lock()
+	var t *transport
+	if s := r.sessions[sessionID]; s != nil && s.cur != nil {
+		t = s.cur
+		t.abort(errDropped)
+	}
+	r.mu.Unlock()
+	if t == nil {
+		return false
+	}
+	<-t.done
+	r.stats.dropped.Add(1)
+	return true
+}
+
 // Stall stops (on) or resumes (off) all sending. While stalled the runtime
 // writes nothing at all — no answers, events, pings or pongs — holds every
 // incoming frame unprocessed, and does not enforce heartbeats; jobs keep

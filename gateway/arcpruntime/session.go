@@ -170,7 +170,7 @@ func (r *Runtime) ackLocked(s *session, seq uint64) {
 		return
 	}
 	s.acked = seq
-	for s.head < len(s.buf) && s.buf[s.head].seq <= seq {
+	for !r.opts.Dialect.AckKeepsLog && s.head < len(s.buf) && s.buf[s.head].seq <= seq {
 		s.popLocked()
 	}
 	if s.bpActive && s.seq-s.acked <= uint64(r.opts.BackPressureThreshold) {
@@ -196,6 +196,12 @@ func (r *Runtime) detachLocked(t *transport) {
 // loseJobsLocked marks the live jobs of s as lost when its transport ends
 // (Dialect.LoseRunningJobsOnResume): they emit nothing more.
 func (r *Runtime) loseJobsLocked(s *session) {
+	if r.opts.Dialect.SubscriptionsEndWithTransport {
+		for j := range s.subs {
+			delete(j.subs, s)
+		}
+		clear(s.subs)
+	}
 	if !r.opts.Dialect.LoseRunningJobsOnResume {
 		return
 	}

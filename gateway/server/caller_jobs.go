@@ -147,3 +147,16 @@ func (s *service) forgetRun(sess *session.Session[*upstream.Conn], req jobReques
 		sess.Conn.Forget(jobID)
 	}
 }
+
+// recheckObservers tells the caller's sessions on runtime that observe
+// jobID (SubscribeJob) to check on it: its submitting session ended it as
+// JOB_LOST, and a runtime that loses a job stops sending it to its
+// subscribers too, without a resume on their side to notice
+// (upstream.Conn.Recheck).
+func (s *service) recheckObservers(caller, runtime, jobID string) {
+	for _, o := range s.table.List(caller) {
+		if o.Runtime == runtime {
+			o.Conn.Recheck(jobID)
+		}
+	}
+}

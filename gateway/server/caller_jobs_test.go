@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -331,6 +332,203 @@ func TestRetryUnderTheSameTraceparent(t *testing.T) {
 				if o.ID == s2 && o.Conn.ActiveJobs() != 0 {
 					t.Fatalf("the retry's session still holds %d live jobs", o.Conn.ActiveJobs())
 				}
+			}
+		})
+	}
+}
+
+// upstreamSessionOf returns the upstream ARCP session id of alice's gateway
+// session id.
+func upstreamSessionOf(t *testing.T, h *harness, id string) string {
+	t.Helper()
+	for _, o := range h.gw.svc.table.List("alice") {
+		if o.ID == id {
+			return o.Conn.Status().SessionID
+		}
+	}
+	t.Fatalf("no session %s of alice", id)
+	return ""
+}
+
+// Alice watches, from her second session, a job of her first one
+// (SubscribeJob with history, then WatchJob), through the gateway over
+// real sockets, in every dialect; after 8 events only the observing
+// session's upstream transport is dropped. The TS runtime ends a
+// subscription with its transport while the job runs on: before, her watch
+// then waited until the job's deadline. Now the observing session
+// re-attaches the job and her watch gets all 20 events once, in order, and
+// the result.
+func TestSubscribedWatchAcrossResumeEveryDialect(t *testing.T) {
+	for _, d := range arcpruntime.Dialects {
+		t.Run(d.Name, func(t *testing.T) {
+			h, actx, _ := twoCallers(t, d.Dialect)
+			owner, observer := openAs(t, h, actx), openAs(t, h, actx)
+			job, err := h.client.SubmitJob(actx, &sessiongatev1.SubmitJobRequest{SessionId: owner, Agent: "stream",
+				Input: mustValue(t, map[string]any{"count": 20.0, "interval_ms": 60.0})})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := h.client.SubscribeJob(actx, &sessiongatev1.SubscribeJobRequest{SessionId: observer, JobId: job.GetJobId(), History: true}); err != nil {
+				t.Fatal(err)
+			}
+			st, err := h.client.WatchJob(actx, &sessiongatev1.WatchJobRequest{SessionId: observer, JobId: job.GetJobId()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			upID := upstreamSessionOf(t, h, observer)
+			var got []float64
+			var last *sessiongatev1.WatchJobResponse
+			var cut time.Time
+			for {
+				it, err := st.Recv()
+				if err != nil {
+					break
+				}
+				last = it
+				if ev := it.GetEvent(); ev != nil {
+					got = append(got, ev.GetBody().GetStructValue().GetFields()["i"].GetNumberValue())
+					if len(got) == 8 {
+						if !h.rt.Runtime().DropSession(upID) {
+							t.Fatal("the observing session had no transport to drop")
+						}
+						cut = time.Now()
+					}
+				}
+			}
+			t.Logf("%s: %d events, last item %v, %v after the cut", d.Name, len(got), last, time.Since(cut).Round(time.Millisecond))
+			if len(got) != 20 || last.GetResult() == nil {
+				t.Fatalf("%d events %v, last %v; want 20 and the result", len(got), got, last)
+			}
+			for i, v := range got {
+				if v != float64(i) {
+					t.Fatalf("events %v: not each once and in order", got)
+				}
+			}
+		})
+	}
+}
+
+// On a session that negotiated neither session.list_jobs nor job.subscribe
+// (OpenSession features), the TS runtime stops streaming a running job
+// after a resume. Nothing can ask the runtime about it, so the silence
+// bound (Upstream.ReattachSilence, here 1 s) ends the caller's RunJob with
+// ABORTED JOB_LOST naming the job, instead of a wait to its deadline
+// (before: the 30 s deadline). The reference runtime, which goes on
+// streaming, delivers the same job whole.
+func TestLostJobBoundWithoutListJobs(t *testing.T) {
+	for _, name := range []string{"ts-sdk", "reference"} {
+		t.Run(name, func(t *testing.T) {
+			var d arcpruntime.Dialect
+			for _, nd := range arcpruntime.Dialects {
+				if nd.Name == name {
+					d = nd.Dialect
+				}
+			}
+			h := newHarness(t, harnessOpts{runtime: arcpruntime.Options{Dialect: d}, config: func(c *Config) {
+				c.Upstream.ReattachSilence = time.Second
+			}})
+			ctx := ctxT(t, 30*time.Second)
+			o, err := h.client.OpenSession(ctx, &sessiongatev1.OpenSessionRequest{Features: []string{"heartbeat", "ack"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			accepted := h.rt.Runtime().Stats().JobsAccepted
+			type answer struct {
+				resp *sessiongatev1.RunJobResponse
+				err  error
+			}
+			done := make(chan answer, 1)
+			go func() {
+				r, err := h.client.RunJob(ctx, &sessiongatev1.RunJobRequest{SessionId: o.GetSessionId(), Agent: "stream",
+					Input: mustValue(t, map[string]any{"count": 40.0, "interval_ms": 50.0})})
+				done <- answer{r, err}
+			}()
+			waitFor(t, 10*time.Second, "the RunJob's job", func() bool { return h.rt.Runtime().Stats().JobsAccepted > accepted })
+			h.rt.Runtime().DropTransports()
+			cut := time.Now()
+			var a answer
+			select {
+			case a = <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("RunJob did not end within 10 s of the cut (bound: the 1 s silence window after the resume)")
+			}
+			t.Logf("%s: %v after the cut: %v", name, time.Since(cut).Round(time.Millisecond), a.err)
+			if name == "reference" {
+				if a.err != nil || a.resp.GetResult() == nil {
+					t.Fatalf("RunJob on a runtime that goes on streaming: %v, %v; want its result", a.resp, a.err)
+				}
+				return
+			}
+			wantCode(t, "RunJob of a job lost without list_jobs", a.err, codes.Aborted, "JOB_LOST")
+			if errorInfo(a.err).GetMetadata()["job_id"] == "" {
+				t.Fatalf("JOB_LOST names no job: %v", a.err)
+			}
+		})
+	}
+}
+
+// Alice watches a job of her first session from her second (SubscribeJob),
+// and the runtime drops the first session's transport only, in every
+// dialect. The TS runtime then loses the job: it sends nothing more to its
+// submitter or to its subscribers. Before, the watch from the second
+// session (which saw no resume of its own) waited to its deadline. Now the
+// submitting session's JOB_LOST makes the observing one check on the job:
+// the watch ends with JOB_LOST naming it, within the bound. Runtimes that go
+// on streaming deliver the whole job to both.
+func TestObservedJobLostByItsSubmitter(t *testing.T) {
+	for _, d := range arcpruntime.Dialects {
+		t.Run(d.Name, func(t *testing.T) {
+			h, actx, _ := twoCallers(t, d.Dialect)
+			owner, observer := openAs(t, h, actx), openAs(t, h, actx)
+			job, err := h.client.SubmitJob(actx, &sessiongatev1.SubmitJobRequest{SessionId: owner, Agent: "stream",
+				Input: mustValue(t, map[string]any{"count": 40.0, "interval_ms": 50.0})})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := h.client.SubscribeJob(actx, &sessiongatev1.SubscribeJobRequest{SessionId: observer, JobId: job.GetJobId(), History: true}); err != nil {
+				t.Fatal(err)
+			}
+			st, err := h.client.WatchJob(actx, &sessiongatev1.WatchJobRequest{SessionId: observer, JobId: job.GetJobId()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			upOwner := upstreamSessionOf(t, h, owner)
+			var got []float64
+			var last *sessiongatev1.WatchJobResponse
+			var cut time.Time
+			for {
+				it, err := st.Recv()
+				if err != nil {
+					break
+				}
+				last = it
+				if ev := it.GetEvent(); ev != nil {
+					got = append(got, ev.GetBody().GetStructValue().GetFields()["i"].GetNumberValue())
+					if len(got) == 5 {
+						if !h.rt.Runtime().DropSession(upOwner) {
+							t.Fatal("the submitting session had no transport to drop")
+						}
+						cut = time.Now()
+					}
+				}
+			}
+			t.Logf("%s: %d events, last item %v, %v after the cut", d.Name, len(got), last, time.Since(cut).Round(time.Millisecond))
+			for i, v := range got {
+				if v != float64(i) {
+					t.Fatalf("events %v: not each once and in order", got)
+				}
+			}
+			if !d.Dialect.LoseRunningJobsOnResume {
+				if len(got) != 40 || last.GetResult() == nil {
+					t.Fatalf("%d events, last %v; want 40 and the result", len(got), last)
+				}
+				return
+			}
+			if last.GetError().GetCode() != upstream.CodeJobLost || !strings.Contains(last.GetError().GetMessage(), job.GetJobId()) {
+				t.Fatalf("last item %v; want the error %s naming the job", last, upstream.CodeJobLost)
+			}
+			if el := time.Since(cut); el > 2*reattachBound {
+				t.Fatalf("the observer's watch ended %v after the cut; bound %v", el, 2*reattachBound)
 			}
 		})
 	}

@@ -316,6 +316,7 @@ func New(cfg Config) (*Gateway, error) {
 			}
 			uc.RetainedBytes = retained.Account(caller) // results and events held in memory are reserved there
 			uc.KeyNamespace = caller
+			uc.OnJobLost = func(jobID string) { g.svc.recheckObservers(caller, rt.Name, jobID) }
 			if g.cluster == nil {
 				return upstream.Dial(ctx, uc)
 			}

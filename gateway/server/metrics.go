@@ -38,6 +38,7 @@ var counterMetrics = map[string]counterMetric{
 	"UnreadableFailures": {"unreadable_failures", "Submits failed with RUNTIME_PROTOCOL_ERROR because the runtime answered them with unreadable frames three times."},
 	"EchoLost":           {"echo_lost", "Accepts without a trace id from a runtime that had been echoing them (submits are then written one at a time)."},
 	"Reattached":         {"reattached", "Live jobs the runtime stopped streaming after a resume, re-attached with job.subscribe."},
+	"RejoinDropped":      {"rejoin_dropped", "Envelopes of a job observed through SubscribeJob dropped as its re-attachment's replay of ones already delivered."},
 	"JobsLost":           {"jobs_lost", "Jobs ended with JOB_LOST: not streamed after a resume (or another session's) and not re-attachable."},
 	"ForeignReplays":     {"foreign_replays", "Idempotent retries answered with another session's job, attached with job.subscribe."},
 	"AdoptListings":      {"adopt_listings", "list_jobs listings made to adopt a taken-over session's jobs (one per generation at most)."},

@@ -38,6 +38,24 @@ type Config struct {
 	JobRetention      time.Duration // how long a finished job stays watchable, default 5 min
 	MaxResultBytes    int64         // largest streamed result (§8.4) assembled for Wait, default 16 MiB
 
+	// ReattachSilence bounds, on a runtime that did not negotiate
+	// session.list_jobs, how long a live job may stay silent after a
+	// resume before it is re-attached (job.subscribe) or, without
+	// subscribe, ended for its callers with the terminal job.error
+	// JOB_LOST naming it (see correlate.Reattach). Zero: the larger of
+	// 30 s and two heartbeat intervals (the runtime's own liveness bound).
+	// A job that goes on streaming but stays silent longer than this after
+	// a resume is ended too: that is the price of a runtime that cannot
+	// say which jobs it still runs.
+	ReattachSilence time.Duration
+
+	// OnJobLost, if set, is called with the id of every job the connection
+	// ends for its callers as JOB_LOST, on a goroutine of its own (never
+	// under the connection's lock). The gateway tells its other sessions
+	// of the caller that observe the job to check on it (Recheck): a
+	// runtime that loses a job stops sending it to its subscribers too.
+	OnJobLost func(jobID string)
+
 	// RetainedBytes is the account of the gateway's retained-bytes budget
 	// this session's job logs and results are reserved in (nil: none).
 	RetainedBytes budget.Account

@@ -172,6 +172,7 @@ func Dial(ctx context.Context, cfg Config) (*Conn, error) {
 	c.mu.Lock()
 	c.recordWelcomeLocked(hs)
 	c.core.Connected()
+	c.reattachFeaturesLocked()
 	t := c.newTransportLocked(hs)
 	c.mu.Unlock()
 	if cfg.OnWelcome != nil {

@@ -20,6 +20,7 @@ type Counters struct {
 	UnreadableFailures atomic.Uint64 // submits failed because the runtime answered them with unreadable frames MaxUnreadable times
 	EchoLost           atomic.Uint64 // accepts without a trace id from a runtime that had been echoing them
 	Reattached         atomic.Uint64 // live jobs the runtime stopped streaming after a resume, re-attached with job.subscribe
+	RejoinDropped      atomic.Uint64 // observed jobs' envelopes dropped as a re-attachment's replay of delivered ones (correlate.Rejoin)
 	JobsLost           atomic.Uint64 // jobs ended with CodeJobLost: not streamed after a resume (or another session's) and not re-attachable
 	ForeignReplays     atomic.Uint64 // idempotent replays of jobs another session created, attached here with job.subscribe
 	AdoptListings      atomic.Uint64 // list_jobs listings made to adopt a taken-over session's jobs (one per generation at most)

@@ -337,7 +337,7 @@ func (c *Conn) onSessionErrorLocked(t *transport, env *arcp.Envelope) {
 	if c.core.Rejected(e.RequestID, &e, now) {
 		return
 	}
-	if c.onReattachAnswerLocked(t, e.RequestID, true) {
+	if c.onReattachAnswerLocked(t, e.RequestID, true, false) {
 		return
 	}
 	if rr, ok := c.reatReqs[e.RequestID]; ok && rr.job == "" {
@@ -473,7 +473,22 @@ known:
 		c.ctr.ProtocolViolations.Add(1)
 		return
 	}
-	c.reat.Frame(j.id, it.Seq)
+	if j.obs != nil && !j.obs.Admit(env.ID, envDigest(env)) {
+		// An observed job's envelope that its re-attachment replayed
+		// again (reattach.go).
+		c.ctr.RejoinDropped.Add(1)
+		return
+	}
+	c.admitItemLocked(j, it, size, now)
+}
+
+// admitItemLocked appends the sequenced item it, next in order, to job j.
+func (c *Conn) admitItemLocked(j *job, it Item, size int, now time.Time) {
+	if j.term != nil {
+		c.ctr.ProtocolViolations.Add(1)
+		return
+	}
+	c.reat.Frame(j.id, it.Seq, now)
 	c.jobNotFoundWhileAttachingLocked(j, &it)
 	if it.Event != nil && it.Event.Kind == "result_chunk" {
 		j.chunks.add(it.Event.Body, c.cfg.MaxResultBytes)
@@ -567,7 +582,7 @@ func (c *Conn) onSubscribedLocked(t *transport, env *arcp.Envelope) {
 		id = env.JobID
 	}
 	j := c.jobs[id]
-	if (j == nil || j.subReq == nil) && c.subscribedAnswerLocked(t, id) {
+	if (j == nil || j.subReq == nil) && c.subscribedAnswerLocked(t, id, p.Replayed) {
 		return
 	}
 	if j == nil || j.subReq == nil || j.subReq.state != stateSent {
@@ -580,6 +595,9 @@ func (c *Conn) onSubscribedLocked(t *transport, env *arcp.Envelope) {
 		return
 	}
 	delete(c.pending, r.id)
+	if j.obs != nil {
+		j.obs.Subscribed(p.Replayed)
+	}
 	r.subd = p
 	c.finishRequestLocked(r, nil)
 }

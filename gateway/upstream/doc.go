@@ -145,8 +145,18 @@
 // a doubling period; a job listed live is confirmed by its next frame; a job
 // the runtime no longer lists is re-attached with job.subscribe{history,
 // from_event_seq: its last delivered seq}, and one that cannot be
-// re-attached ends with a terminal job.error{CodeJobLost} naming it. An
-// idempotent replay of a job another session created (the runtime shares
+// re-attached ends with a terminal job.error{CodeJobLost} naming it. A job
+// this session observes (SubscribeJob) is re-attached too when the runtime
+// ended the subscription with the transport (the TS SDK does) — listed live
+// twice with nothing of it arriving — from the caller's history cursor,
+// and what that replays again is dropped (correlate.Rejoin), so a watcher
+// sees every event once and in order; a live-only subscription cannot go
+// back and ends with CodeJobLost. Without session.list_jobs, a live job
+// silent for Config.ReattachSilence after a resume is re-attached or, without
+// job.subscribe, ends with CodeJobLost: a bound instead of the caller's
+// deadline. A job a session observes is checked the same way when the
+// session that submitted it ends it as JOB_LOST (Config.OnJobLost, Recheck).
+// An idempotent replay of a job another session created (the runtime shares
 // keys per principal) is attached the same way, from seq 0, as soon as it
 // is handed over (OwnedElsewhere). Probes and re-attachments are the
 // connection's own control frames: they are not re-sent after a drop

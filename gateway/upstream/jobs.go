@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"encoding/json"
+	"github.com/sessiongate/sessiongate/gateway/upstream/internal/correlate"
 	"io"
 	"slices"
 	"sort"
@@ -87,11 +88,14 @@ type job struct {
 	watchers   []*Watcher
 	cancelReqs []*request
 	subReq     *request
-	held       bool      // seen during reconciliation, not yet claimed by a caller
-	subscribed bool      // attached by job.subscribe: observed, not ours to cancel
-	foreign    bool      // handed over by an idempotent replay of another session's job (reattach.go)
-	lastSeq    uint64    // event_seq of its latest item
-	handedAt   time.Time // when a caller of this connection first got it (DeliveredAt)
+	held       bool              // seen during reconciliation, not yet claimed by a caller
+	subscribed bool              // attached by job.subscribe: observed, not ours to cancel
+	foreign    bool              // handed over by an idempotent replay of another session's job (reattach.go)
+	obs        *correlate.Rejoin // subscribed: exactly-once across its re-attachments (reattach.go)
+	obsFrom    uint64            // subscribed: the caller's from_event_seq (the submitting session's numbering)
+	obsHistory bool              // subscribed with history
+	lastSeq    uint64            // event_seq of its latest item
+	handedAt   time.Time         // when a caller of this connection first got it (DeliveredAt)
 	chunks     chunkAssembler
 	doneCh     chan struct{} // JobDone, created on demand
 	evicted    bool          // the terminal was trimmed under the caps: Wait says ErrResultEvicted

@@ -3,6 +3,7 @@ package upstream
 import (
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"time"
 
 	"github.com/sessiongate/sessiongate/gateway/arcp"
@@ -27,6 +28,20 @@ const CodeJobLost = "JOB_LOST"
 // maxProbePages bounds the pages one probe reads.
 const maxProbePages = 20
 
+// maxRejoinKept bounds the envelopes (ids, digests) an observed job remembers for its
+// re-attachments (correlate.Rejoin).
+const maxRejoinKept = 4096
+
+// envDigest is the digest of an envelope's type and payload that Rejoin
+// aligns a replay by.
+func envDigest(env *arcp.Envelope) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(env.Type))
+	_, _ = h.Write([]byte{0})
+	_, _ = h.Write(env.Payload)
+	return h.Sum64()
+}
+
 // reatReq is a connection-owned request in flight.
 type reatReq struct {
 	job     string // job.subscribe: the job; "" for the probe
@@ -37,6 +52,16 @@ type reatReq struct {
 // reattachFeaturesLocked tells the core what the session negotiated.
 func (c *Conn) reattachFeaturesLocked() {
 	c.reat.Features(c.feat.listJobs, c.feat.subscribe)
+	c.reat.SetSilence(c.reatSilenceLocked())
+}
+
+// reatSilenceLocked is the silence bound of a session without list_jobs
+// (Config.ReattachSilence).
+func (c *Conn) reatSilenceLocked() time.Duration {
+	if c.cfg.ReattachSilence > 0 {
+		return c.cfg.ReattachSilence
+	}
+	return max(30*time.Second, 2*c.hbInterval)
 }
 
 // reattachResumedLocked starts watching every live job of the connection
@@ -46,10 +71,12 @@ func (c *Conn) reattachResumedLocked(t *transport, now time.Time) {
 	c.reattachFeaturesLocked()
 	var live []correlate.Mark
 	for j := range c.live {
-		if j.held || j.term != nil || j.removed || j.subscribed || j.foreign {
+		if j.held || j.term != nil || j.removed || j.foreign || j.subReq != nil {
+			// (A caller's job.subscribe still unanswered is sent
+			// again by the request tables.)
 			continue
 		}
-		live = append(live, correlate.Mark{Job: j.id, LastSeq: j.lastSeq})
+		live = append(live, correlate.Mark{Job: j.id, LastSeq: j.lastSeq, Observed: j.subscribed})
 	}
 	c.reat.Resumed(live, now)
 	// Another session's jobs whose attachment went unanswered with the
@@ -86,9 +113,19 @@ func (c *Conn) applyReattachLocked(t *transport) {
 			clear(c.probeLive)
 			c.sendProbeLocked("")
 		case correlate.Resubscribe:
+			if a.Observed {
+				c.reattachObservedLocked(a.Job)
+				continue
+			}
 			c.ctr.Reattached.Add(1)
 			c.sendReattachLocked(a.Job, a.From, false)
 		case correlate.JobLost:
+			if !c.feat.listJobs {
+				c.loseJobLocked(a.Job, fmt.Sprintf("job %s: the runtime sent nothing of it for %v after the upstream session resumed, "+
+					"and the session cannot ask whether the runtime still runs it (no session.list_jobs) or re-attach it "+
+					"(job.subscribe, or it answered nothing more): it is taken as lost; its outcome is unknown", a.Job, c.reatSilenceLocked()))
+				continue
+			}
 			c.loseJobLocked(a.Job, fmt.Sprintf("job %s was lost by the runtime after the upstream session resumed: "+
 				"the runtime no longer streams it and could not re-attach it (job.subscribe); its outcome is unknown", a.Job))
 		}
@@ -96,6 +133,29 @@ func (c *Conn) applyReattachLocked(t *transport) {
 	if t != nil && len(c.ctrl) > 0 {
 		c.wakeWriter()
 	}
+}
+
+// reattachObservedLocked re-attaches an observed job from its caller's
+// cursor (the only one this session knows in the submitting session's
+// numbering); Rejoin drops what that replays again. A live-only
+// subscription (no history) has no cursor to go back to: its events during
+// the seam are gone, so it ends with a definite error instead.
+func (c *Conn) reattachObservedLocked(id string) {
+	j := c.jobs[id]
+	if j == nil || j.term != nil || j.obs == nil {
+		c.reat.Forget(id)
+		return
+	}
+	if !j.obsHistory {
+		c.reat.Forget(id)
+		c.loseJobLocked(id, fmt.Sprintf("job %s: the runtime stopped streaming it to this session after the upstream session resumed, "+
+			"and it was subscribed to without history, so the events it sent meanwhile cannot be replayed; "+
+			"subscribe to it again with history from your cursor to go on", id))
+		return
+	}
+	c.ctr.Reattached.Add(1)
+	j.obs.Reattaching()
+	c.sendReattachLocked(id, j.obsFrom, false)
 }
 
 // sendProbeLocked sends one page of the probe: the runtime's live jobs.
@@ -157,14 +217,20 @@ func (c *Conn) onProbeAnswerLocked(t *transport, req string, p arcp.Jobs) bool {
 
 // onReattachAnswerLocked handles job.subscribed or a session.error naming
 // a connection-owned job.subscribe. It reports whether req was one.
-func (c *Conn) onReattachAnswerLocked(t *transport, req string, refused bool) bool {
+func (c *Conn) onReattachAnswerLocked(t *transport, req string, refused, replayed bool) bool {
 	rr, ok := c.reatReqs[req]
 	if !ok || rr.job == "" {
 		return false
 	}
 	delete(c.reatReqs, req)
 	if !refused {
-		return true // history and live events follow
+		// History and live events follow (or, from the TS SDK, came
+		// before).
+		c.reat.Subscribed(rr.job)
+		if j := c.jobs[rr.job]; j != nil && j.obs != nil && !rr.foreign {
+			j.obs.Subscribed(replayed)
+		}
+		return true
 	}
 	if rr.foreign {
 		c.loseJobLocked(rr.job, foreignLostMessage(rr.job))
@@ -177,10 +243,10 @@ func (c *Conn) onReattachAnswerLocked(t *transport, req string, refused bool) bo
 
 // subscribedAnswerLocked routes a job.subscribed without a caller's request:
 // the answer to a connection-owned re-attachment.
-func (c *Conn) subscribedAnswerLocked(t *transport, jobID string) bool {
+func (c *Conn) subscribedAnswerLocked(t *transport, jobID string, replayed bool) bool {
 	for req, rr := range c.reatReqs {
 		if rr.job == jobID {
-			return c.onReattachAnswerLocked(t, req, false)
+			return c.onReattachAnswerLocked(t, req, false, replayed)
 		}
 	}
 	return false
@@ -207,9 +273,13 @@ func (c *Conn) jobNotFoundWhileAttachingLocked(j *job, it *Item) {
 	msg := fmt.Sprintf("job %s was lost by the runtime after the upstream session resumed: job.subscribe answered JOB_NOT_FOUND", j.id)
 	if j.foreign {
 		msg = foreignLostMessage(j.id)
+	} else if j.subscribed {
+		msg = fmt.Sprintf("job %s, observed by this session, was lost by the runtime: it stopped sending it here (after a resume, or "+
+			"after its submitting session lost it) and job.subscribe answered JOB_NOT_FOUND", j.id)
 	}
 	it.Error = &arcp.JobError{FinalStatus: arcp.StatusError, Code: CodeJobLost, Message: msg}
 	c.ctr.JobsLost.Add(1)
+	c.notifyLostLocked(j.id)
 }
 
 func foreignLostMessage(job string) string {
@@ -232,6 +302,32 @@ func (c *Conn) loseJobLocked(jobID, msg string) {
 	it := Item{Seq: seq, Error: &arcp.JobError{FinalStatus: arcp.StatusError, Code: CodeJobLost, Message: msg}}
 	c.appendLocked(j, it, itemOverhead, time.Now())
 	c.core.JobEnded(jobID)
+	c.notifyLostLocked(jobID)
+}
+
+// notifyLostLocked calls Config.OnJobLost for jobID off the lock.
+func (c *Conn) notifyLostLocked(jobID string) {
+	if f := c.cfg.OnJobLost; f != nil {
+		go f(jobID)
+	}
+}
+
+// Recheck makes the connection check on a job it observes (attached with
+// SubscribeJob) as it does after a resume: the job's submitting session
+// lost it (Config.OnJobLost), and the runtime may then have stopped sending
+// it to this session too, without a resume here to notice. Listed live and
+// streaming, nothing changes; no longer listed, it is re-attached or ends as
+// JOB_LOST (without list_jobs: after Config.ReattachSilence of silence). A
+// job this connection submitted, or does not know, is left alone.
+func (c *Conn) Recheck(jobID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	j := c.jobs[jobID]
+	if j == nil || !j.subscribed || j.foreign || j.term != nil || j.subReq != nil {
+		return
+	}
+	c.reat.Watch(correlate.Mark{Job: jobID, LastSeq: j.lastSeq, Observed: true}, time.Now())
+	c.busyLocked()
 }
 
 // attachForeignLocked handles a job handed to a caller by an idempotent

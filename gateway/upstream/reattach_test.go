@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -286,5 +287,107 @@ func TestForeignJobWithoutSubscribeEndsAtOnce(t *testing.T) {
 	term, err := b.Wait(ctx, acc.JobID)
 	if err != nil || term.Error == nil || term.Error.Code != upstream.CodeJobLost {
 		t.Fatalf("Wait = %+v, %v", term, err)
+	}
+}
+
+// A job observed through job.subscribe (another session's, history from 0)
+// is cut mid-stream by a drop of the observer's transport only, in every
+// dialect. The TS runtime ends a subscription with its transport (the job
+// runs on in its own session and is still listed); before, the observer's
+// watcher then waited forever. Now the observer re-attaches it from its
+// subscription cursor and drops what that replays again: the watcher gets
+// all 20 events once, in order, and the result. Runtimes whose
+// subscriptions survive the resume deliver it whole without help.
+func TestObservedJobAcrossObserverResume(t *testing.T) {
+	for _, d := range arcpruntime.Dialects {
+		t.Run(d.Name, func(t *testing.T) {
+			srv := runtimeServer(t, arcpruntime.Options{Dialect: d.Dialect})
+			cfg := baseConfig(srv.URL())
+			upstream.SetKnobs(&cfg, upstream.Knobs{ReattachProbe: reattachProbe})
+			a, b := dial(t, cfg), dial(t, cfg)
+			ctx := testCtx(t, 30*time.Second)
+			acc, err := a.Submit(ctx, arcp.Submit{Agent: "stream", Input: mustJSON(t, map[string]int{"count": 20, "interval_ms": 60})})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Subscribe(ctx, acc.JobID, 0); err != nil {
+				t.Fatal(err)
+			}
+			w, err := b.Watch(acc.JobID, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			var got []int
+			var term upstream.Item
+			for {
+				it, err := w.Next(ctx)
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					t.Fatalf("after %v: %v", got, err)
+				}
+				if it.Event == nil {
+					term = it
+					continue
+				}
+				var body struct{ I int }
+				_ = json.Unmarshal(it.Event.Body, &body)
+				got = append(got, body.I)
+				if len(got) == 8 {
+					if !srv.Runtime().DropSession(b.Status().SessionID) {
+						t.Fatal("the observer's session had no transport to drop")
+					}
+				}
+			}
+			t.Logf("%s: events %v, terminal result=%v error=%+v; re-attachments %d, lost %d",
+				d.Name, got, term.Result != nil, term.Error, cfgCounters(b).Reattached.Load(), cfgCounters(b).JobsLost.Load())
+			if len(got) != 20 || term.Result == nil {
+				t.Fatalf("observer got %d events and terminal %+v; want all 20 and the result", len(got), term)
+			}
+			for i, v := range got {
+				if v != i {
+					t.Fatalf("events %v: not each once and in order", got)
+				}
+			}
+			if d.Dialect.SubscriptionsEndWithTransport && cfgCounters(b).Reattached.Load() == 0 {
+				t.Fatal("the runtime ended the subscription with the transport, yet the observer did not re-attach")
+			}
+		})
+	}
+}
+
+// A live-only subscription (history false) that the runtime ends with the
+// observer's transport has no cursor to go back to: the observer's watcher
+// ends with the definite JOB_LOST naming the job, within a few probe
+// periods, instead of waiting for the job's end.
+func TestLiveOnlyObservedJobLostDefinitely(t *testing.T) {
+	srv := runtimeServer(t, arcpruntime.Options{Dialect: dialectOf(t, "ts-sdk")})
+	cfg := baseConfig(srv.URL())
+	upstream.SetKnobs(&cfg, upstream.Knobs{ReattachProbe: reattachProbe})
+	a, b := dial(t, cfg), dial(t, cfg)
+	ctx := testCtx(t, 30*time.Second)
+	acc, err := a.Submit(ctx, arcp.Submit{Agent: "stream", Input: mustJSON(t, map[string]int{"count": 100, "interval_ms": 60})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.SubscribeJob(ctx, arcp.Subscribe{JobID: acc.JobID}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(ctx, t, "an observed event", func() bool { return b.Status().LastEventSeq > 0 })
+	if !srv.Runtime().DropSession(b.Status().SessionID) {
+		t.Fatal("no transport to drop")
+	}
+	start := time.Now()
+	term, err := b.Wait(ctx, acc.JobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if term.Error == nil || term.Error.Code != upstream.CodeJobLost || !strings.Contains(term.Error.Message, acc.JobID) {
+		t.Fatalf("terminal %+v; want %s naming the job", term, upstream.CodeJobLost)
+	}
+	if el := time.Since(start); el > 10*reattachProbe+2*time.Second {
+		t.Fatalf("lost after %v; the job itself runs 6 s", el)
 	}
 }

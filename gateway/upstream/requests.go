@@ -468,6 +468,7 @@ func (c *Conn) SubscribeJob(ctx context.Context, sub arcp.Subscribe) (arcp.Subsc
 	c.rememberJobLocked(jobID)
 	j.subReq = r
 	j.subscribed = true
+	j.obs, j.obsFrom, j.obsHistory = correlate.NewRejoin(maxRejoinKept), sub.FromEventSeq, sub.History
 	r.job = j
 	c.mu.Unlock()
 

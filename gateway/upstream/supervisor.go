@@ -241,6 +241,12 @@ func (c *Conn) teardown(t *transport, cause error) (fatal error) {
 			continue
 		}
 		r.id, r.frame, r.state = r.env.ID, data, stateQueued
+		if r.kind == kindSubscribe && r.job != nil && r.job.obs != nil && r.job.obsHistory {
+			// Its history may have begun to arrive (the TS SDK sends
+			// it before job.subscribed): sent again, it is replayed
+			// again from the caller's cursor.
+			r.job.obs.Reattaching()
+		}
 		again = append(again, r)
 	}
 	c.out.pushFront(again)

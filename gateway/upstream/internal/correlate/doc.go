@@ -184,18 +184,27 @@
 // Re-attach after a resume (Reattach, its own sans-IO core). A runtime may
 // stop streaming a live job when the transport it was submitted on ends (the
 // TS SDK's job keeps writing to the dead transport and dies at its next
-// event); the Go SDK and the reference go on. Input × state → action:
+// event); the Go SDK and the reference go on. A runtime may also end this
+// session's subscription to another session's job with the transport (the
+// TS SDK: the subscription is held by the transport's context), while the
+// job runs on and stays listed. Input × state → action:
 //
 //   - resume: every live job of the connection is unconfirmed, with the
-//     seq of its last delivered envelope. Frames the resume replays confirm
-//     nothing (broken on purpose: "reattach-replay-confirms").
+//     seq of its last delivered envelope; a job attached by job.subscribe
+//     is marked observed. Frames the resume replays confirm nothing
+//     (broken on purpose: "reattach-replay-confirms").
 //   - ProbeAfter (1 s) after the resume, and then at a period doubling to
 //     ProbeMax (30 s), while jobs are unconfirmed: a probe, session.list_jobs
-//     {status [pending, running]} (all pages, up to 20). Without list_jobs
-//     nothing is probed: a stopped job is then bounded only by its caller's
-//     deadline. Probes are numbered; an answer to a probe given up (10 s)
-//     and sent again, or of a dropped transport, is ignored (it may predate
-//     a re-attachment).
+//     {status [pending, running]} (all pages, up to 20). Probes are
+//     numbered; an answer to a probe given up (10 s) and sent again, or of
+//     a dropped transport, is ignored (it may predate a re-attachment).
+//   - observed, listed live with nothing of it delivered since the resume,
+//     or listed live at two probes in a row with nothing of it delivered
+//     between: the job runs but this session's subscription did not
+//     survive: Resubscribe (below), before the job ends (the TS SDK forgets
+//     an ended job). Broken on purpose:
+//     "reattach-observed-trusts-listing" (its watcher waits until the job
+//     ends).
 //   - listed live: watched; its next frame confirms that the runtime goes
 //     on streaming it, and it is no longer tracked. Never subscribed while
 //     the runtime lists it live: a runtime that goes on streaming would
@@ -211,10 +220,65 @@
 //     missing and without terminal at the next probe: JobLost, a terminal
 //     job.error{JOB_LOST} naming the job. Broken on purpose: "reattach-none"
 //     (no probe at all: the caller waits forever).
+//   - the re-attachment of an observed job answered (job.subscribed): it is
+//     settled; the runtime attached it to this transport.
+//   - Watch (no resume here): an observed job whose submitting session in
+//     the gateway ended it as JOB_LOST is tracked as after a resume, with a
+//     probe ProbeAfter later (a runtime that loses a job stops sending it
+//     to its subscribers too: the TS SDK).
+//   - no list_jobs negotiated (nothing to probe): a frame that arrives
+//     ProbeAfter or more after the resume confirms the job (the rules
+//     assume a resume's replay arrives within ProbeAfter of the welcome);
+//     any other frame restarts its silence clock. A job silent for Silence
+//     (default the larger of 30 s and two heartbeat intervals, the
+//     runtime's own liveness bound) since the resume is re-attached
+//     (subscribe negotiated; the rules assume such a runtime answers a
+//     subscription to a job it still streams to the session without a
+//     second copy, as the reference does) or lost, and a re-attached job
+//     silent for Silence again is lost. Broken on purpose:
+//     "reattach-no-silence" (the caller waits to its deadline). The price:
+//     a job that a runtime without list_jobs goes on streaming, but that
+//     stays silent for Silence after a resume, ends as JOB_LOST.
 //
-// The bound: a job the runtime stops streaming ends for its callers within
+// The bounds: a job the runtime stops streaming ends for its callers within
 // ProbeAfter plus the probe periods until the runtime stops listing it
-// (the TS SDK: at the job's next event) plus one subscribe round trip.
+// (the TS SDK: at the job's next event) plus one subscribe round trip;
+// without list_jobs, within Silence (twice with subscribe) after the
+// resume. An observed job whose subscription the runtime ended is
+// re-attached within ProbeAfter plus two probe periods.
+//
+// Re-attaching an observed job (Rejoin). The runtime renumbers an observed
+// job's envelopes in this session's event_seq, so its re-attachment can
+// only start from the caller's cursor F (the submitting session's
+// numbering): job.subscribe{history, from_event_seq: F}. The runtime
+// replays what its log holds of the job after F (the TS SDK keeps its log;
+// the Go SDK trims it on acknowledgement; the TS SDK replays before
+// job.subscribed, the Go SDK and the reference after), under new envelope
+// ids (TS, reference) or the original ones (Go, whose surviving first
+// subscription also goes on sending every envelope, so a second one sends
+// each twice). Per envelope of the job, in order:
+//
+//   - an envelope id already delivered is a duplicate (Go). Broken on
+//     purpose: "rejoin-no-ids";
+//   - after a re-attachment, the first envelope's digest (type and payload)
+//     is looked up among the delivered ones (the latest 4096); each
+//     position it matches is a candidate start of the replay, and each next
+//     envelope keeps the candidates it continues. While a candidate lives
+//     the envelope is a replay of a delivered one and is dropped; once none
+//     does it is new (a candidate that reached the last delivered envelope
+//     means the replay caught up; none that did means it diverged:
+//     counted, delivery goes on). A first envelope that matches nothing is
+//     new (the replay starts at the seam, or there is none). Broken on
+//     purpose: "rejoin-no-align";
+//   - job.subscribed{replayed: false} (the reference, whose subscription
+//     survived): nothing that follows is a replay.
+//
+// What it cannot see: a replay that starts after the last delivered
+// envelope because the runtime trimmed the job's log past it (a gap: the
+// Go SDK trims on ack, but its subscriptions survive a resume so it is not
+// re-attached unless silent), and a payload repeated so that a replay's
+// candidate and a new envelope look alike. A subscription made without
+// history has no cursor to go back to: it ends with JobLost instead.
 //
 // # Spec gaps and how they are decided
 //

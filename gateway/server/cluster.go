@@ -964,9 +964,12 @@ func (c *clusterState) takeOver(id, owner string, ownerLive bool, reason string)
 	conn, err := upstream.Dial(c.ctx, uc)
 	if err != nil {
 		var ae *arcp.Error
-		if errors.As(err, &ae) {
+		var lost *upstream.LostError
+		if errors.As(err, &ae) || errors.As(err, &lost) {
 			// The runtime refused the resume (token used, window
-			// expired): the session is lost, with a definite error.
+			// expired) or welcomed it into another session
+			// (upstream.ErrResumeMismatch): the session is lost, with
+			// a definite error.
 			_ = c.dir.Delete(c.ctx, id, rec.Epoch)
 			c.log.Warn("takeover: the runtime refused the resume; session lost", "session_id", id, "err", err)
 			return "", nil, &session.LostError{Err: err}

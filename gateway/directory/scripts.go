@@ -45,9 +45,12 @@ return {'OK', '1'}
 `)
 
 // Update: ARGV me, epoch, sealed token ("" keeps the stored one), seq, ttl_ms.
+// A record below the epoch given is a stale owner's restore after a flush:
+// NOTFOUND (the caller restores; the higher epoch wins), not FENCED.
 var updateScript = redis.NewScript(luaLib + `
 local v = redis.call('HMGET', KEYS[1], 'owner', 'epoch', 'seq')
 if not v[1] then return {'NOTFOUND'} end
+if gt(ARGV[2], v[2]) then return {'NOTFOUND'} end
 if v[1] ~= ARGV[1] or v[2] ~= ARGV[2] then return {'FENCED', v[1], v[2]} end
 if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'token', ARGV[3]) end
 if gt(ARGV[4], v[3]) then redis.call('HSET', KEYS[1], 'seq', ARGV[4]) end

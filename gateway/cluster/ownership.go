@@ -345,6 +345,24 @@ func (o *Ownership) Dead(now time.Time) []string {
 	return out
 }
 
+// NextJudgement is when a peer seen live will be judged gone if it does
+// not refresh its lease meanwhile: the earliest last refresh (as inferred)
+// plus LeaseTTL, over the peers whose lease was live when last read (zero:
+// none). A sweep run then, rather than up to a sweep period later, takes a
+// dead replica's sessions over as soon as the rules allow.
+func (o *Ownership) NextJudgement() time.Time {
+	var next time.Time
+	for _, p := range o.peers {
+		if !p.live {
+			continue
+		}
+		if at := p.lastAlive.Add(o.cfg.LeaseTTL); next.IsZero() || at.Before(next) {
+			next = at
+		}
+	}
+	return next
+}
+
 func (o *Ownership) deadLocked(p *peerView, now time.Time) bool {
 	if o.cfg.brokenRule == "no-full-ttl" {
 		return true

@@ -3,6 +3,7 @@ package cluster
 import (
 	"flag"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -130,6 +131,12 @@ func (s *sim) logf(format string, a ...any) {
 func (r *simReplica) now(t int64) time.Time {
 	ms := r.local0 + int64(float64(t-r.born)*r.rate) + r.jump
 	return time.Unix(0, 0).Add(time.Duration(ms) * time.Millisecond)
+}
+
+// simTime is the schedule's time at which r's clock reads local.
+func (r *simReplica) simTime(local time.Time) int64 {
+	ms := local.Sub(time.Unix(0, 0)).Milliseconds()
+	return r.born + int64(math.Ceil(float64(ms-r.local0-r.jump)/r.rate))
 }
 
 func (s *sim) newReplica(idx int) *simReplica {
@@ -263,7 +270,16 @@ func (s *sim) stepReplica(r *simReplica) {
 	}
 	if s.t >= r.nextSweep {
 		r.nextSweep = s.t + simSweep
-		due = append(due, func() { s.sweep(r) })
+		due = append(due, func() {
+			s.sweep(r)
+			// As gateway/server's loop: a sweep also when a peer seen
+			// live would be judged gone (NextJudgement), if sooner.
+			if nj := r.core.NextJudgement(); !nj.IsZero() {
+				if at := r.simTime(nj); at < r.nextSweep {
+					r.nextSweep = max(at, s.t+1)
+				}
+			}
+		})
 	}
 	s.rng.Shuffle(len(due), func(i, j int) { due[i], due[j] = due[j], due[i] })
 	for _, f := range due {

@@ -83,6 +83,50 @@ table.insert(r, 1, 'OK')
 return r
 `)
 
+// Takeover of a batch: KEYS the session records; ARGV me, lease prefix,
+// ttl_ms, marker key, marker expected ("" = not checked), owner index
+// prefix, released set key, then the session ids of KEYS in order. The
+// marker is checked once: {'FLUSHED'}; else {'OK', reply...} with one reply
+// per key, each what takeoverScript answers for it. One script call for the
+// whole batch: a takeover of thousands of orphans is a few round trips.
+var takeoverManyScript = redis.NewScript(luaLib + `
+if ARGV[5] ~= '' and redis.call('GET', ARGV[4]) ~= ARGV[5] then return {'FLUSHED'} end
+local out = {'OK'}
+local addrs = {}
+for i, key in ipairs(KEYS) do
+  local id = ARGV[7 + i]
+  local prev = redis.call('HGET', key, 'owner')
+  local r
+  if not prev then
+    r = {'NOTFOUND'}
+  else
+    local addr = false
+    if prev ~= '' and prev ~= ARGV[1] then
+      addr = addrs[prev]
+      if addr == nil then
+        addr = redis.call('HGET', ARGV[2] .. prev, 'addr') or false
+        addrs[prev] = addr
+      end
+    end
+    if addr then
+      r = {'OWNED', prev, addr}
+    else
+      redis.call('HINCRBY', key, 'epoch', 1)
+      redis.call('HSET', key, 'owner', ARGV[1], 'updated_ms', now_ms())
+      redis.call('PEXPIRE', key, ARGV[3])
+      if prev ~= '' then redis.call('SREM', ARGV[6] .. prev, id) end
+      redis.call('SREM', ARGV[7], id)
+      redis.call('SADD', ARGV[6] .. ARGV[1], id)
+      r = redis.call('HMGET', key, ` + luaFields + `)
+      table.insert(r, 1, prev)
+      table.insert(r, 1, 'OK')
+    end
+  end
+  table.insert(out, r)
+end
+return out
+`)
+
 // Release: ARGV me, epoch, ttl_ms, releases counter key, owner index
 // prefix, released set key, session id. The record stays, unowned; the
 // counter tells sweepers that there is something to adopt, the released

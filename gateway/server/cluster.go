@@ -1019,21 +1019,21 @@ func (c *clusterState) claimOrphans(ctx context.Context, todo []directory.Orphan
 				// Ours now, but the token cannot be read: the session
 				// is lost.
 				_ = c.dir.Delete(c.ctx, id, r.Record.Epoch)
-				c.m.takeovers.WithLabelValues("sweep", "error").Inc()
+				c.m.takeovers.WithLabelValues(sweepReason(whys[id]), "error").Inc()
 				c.log.Warn("takeover: the resume token cannot be decrypted; session lost", "session_id", id, "err", r.Err)
 			case errors.Is(r.Err, directory.ErrOwned):
-				c.m.takeovers.WithLabelValues("sweep", "owned").Inc()
+				c.m.takeovers.WithLabelValues(sweepReason(whys[id]), "owned").Inc()
 			case errors.Is(r.Err, directory.ErrNotFound):
-				c.m.takeovers.WithLabelValues("sweep", "not_found").Inc()
+				c.m.takeovers.WithLabelValues(sweepReason(whys[id]), "not_found").Inc()
 			case r.Err != nil:
-				c.m.takeovers.WithLabelValues("sweep", "error").Inc()
+				c.m.takeovers.WithLabelValues(sweepReason(whys[id]), "error").Inc()
 			default:
 				claimed++
 				p := &pendingResume{rec: r.Record, why: whys[id], claimed: at, done: make(chan struct{})}
 				c.mu.Lock()
 				c.resuming[id] = p
 				c.mu.Unlock()
-				c.m.resumesPending.Inc()
+				c.m.resumesPending.WithLabelValues(sweepReason(p.why)).Inc()
 				queue = append(queue, p)
 			}
 			land(id)
@@ -1045,6 +1045,16 @@ func (c *clusterState) claimOrphans(ctx context.Context, todo []directory.Orphan
 		c.queueResume(p)
 	}
 	return claimed
+}
+
+// sweepReason is the reason label of a sweep's takeover: "handoff" for
+// a session released by its owner (draining, rebalancing), "sweep" for
+// one whose owner is gone (or a previous process with this instance id).
+func sweepReason(why cluster.TakeReason) string {
+	if why == cluster.ReasonReleased {
+		return "handoff"
+	}
+	return "sweep"
 }
 
 // queueResume starts the background resume of a claimed session (in
@@ -1086,7 +1096,7 @@ func (c *clusterState) runResume(p *pendingResume, jump bool) (string, *owned, e
 		_ = c.dir.Release(context.WithoutCancel(c.ctx), p.rec.ID, p.rec.Epoch)
 		err = session.ErrDraining
 	default:
-		p.caller, p.o, err = c.resumeClaimed(p.rec, p.why, "sweep", p.claimed)
+		p.caller, p.o, err = c.resumeClaimed(p.rec, p.why, sweepReason(p.why), p.claimed)
 	}
 	p.err = err
 	c.mu.Lock()
@@ -1119,8 +1129,8 @@ func (c *clusterState) runResume(p *pendingResume, jump bool) (string, *owned, e
 	}
 	// Counted before it leaves the pending gauge: a scrape between the
 	// two sees it twice, never not at all.
-	c.m.takeovers.WithLabelValues("sweep", result).Inc()
-	c.m.resumesPending.Dec()
+	c.m.takeovers.WithLabelValues(sweepReason(p.why), result).Inc()
+	c.m.resumesPending.WithLabelValues(sweepReason(p.why)).Dec()
 	close(p.done)
 	return p.caller, p.o, err
 }
@@ -1293,7 +1303,7 @@ func (c *clusterState) resumeClaimed(rec directory.Record, why cluster.TakeReaso
 		}
 	})
 	lvl := slog.LevelInfo
-	if reason == "sweep" {
+	if reason != "call" {
 		lvl = slog.LevelDebug // thousands at once: the sweep logs the sum
 	}
 	c.log.Log(c.ctx, lvl, "session taken over", "session_id", id, "previous_owner", rec.PreviousOwner, "epoch", rec.Epoch,

@@ -131,15 +131,16 @@ func (f TakeoverFigures) String() string {
 		strings.Join(per, ", "), f.RedisCommands, f.PerOrphan())
 }
 
-// MeasureTakeover SIGKILLs replica victim, whose sessions are orphans, and
+// MeasureTakeover SIGKILLs replica victim, whose sessions (the orphans,
+// counted from its owner index at the kill) are taken over, and
 // measures how the others take them over (TakeoverFigures): it polls the
 // survivors' /metrics every 20 ms (no Redis command), and from the kill on
 // probes each session of sample with call (which must succeed only when
 // the session is usable: a RunJob) until it answers, a pause of 50 ms
 // after each failure. It returns when every orphan is resumed and every
 // probe answered, or fails when ctx ends first.
-func (c *Cluster) MeasureTakeover(ctx context.Context, victim int, orphans, sample []string, call func(ctx context.Context, sid string) error) (TakeoverFigures, error) {
-	f := TakeoverFigures{Orphans: len(orphans), LeaseTTL: c.LeaseTTL, Sample: len(sample)}
+func (c *Cluster) MeasureTakeover(ctx context.Context, victim int, sample []string, call func(ctx context.Context, sid string) error) (TakeoverFigures, error) {
+	f := TakeoverFigures{LeaseTTL: c.LeaseTTL, Sample: len(sample)}
 	var survivors []int
 	for i := range c.Replicas {
 		if i != victim && c.Replicas[i].Running() {
@@ -152,8 +153,11 @@ func (c *Cluster) MeasureTakeover(ctx context.Context, victim int, orphans, samp
 		if err != nil {
 			return counts{}, err
 		}
-		return counts{ok: m.Sum("sessiongate_cluster_takeovers_total", `result="ok"`),
-			pending: m.Sum("sessiongate_cluster_resumes_pending"),
+		// A dead owner's sessions only: the rebalancer's hand-offs
+		// (reason "handoff") go on beside them.
+		return counts{ok: m.Sum("sessiongate_cluster_takeovers_total", `reason="sweep"`, `result="ok"`) +
+			m.Sum("sessiongate_cluster_takeovers_total", `reason="call"`, `result="ok"`),
+			pending: m.Sum("sessiongate_cluster_resumes_pending", `reason="sweep"`),
 			jumps:   m.Sum("sessiongate_cluster_resume_jumps_total")}, nil
 	}
 	base := make([]counts, len(survivors))
@@ -170,6 +174,19 @@ func (c *Cluster) MeasureTakeover(ctx context.Context, victim int, orphans, samp
 	}
 	c.Kill(victim)
 	killed := time.Now()
+	// The orphans are the sessions the victim's owner index names now
+	// (nobody may claim them before its lease has been gone a TTL); the
+	// sessions it released before (the rebalancer's) are adopted as
+	// hand-offs, not counted here.
+	idx, err := c.RedisCommand(ctx, "SCARD", "sessiongate:owned:"+c.Replicas[victim].Instance)
+	if err != nil {
+		return f, err
+	}
+	held, err := strconv.Atoi(strings.TrimPrefix(idx, ":"))
+	if err != nil {
+		return f, fmt.Errorf("clustertest: SCARD of the owner index: %q", idx)
+	}
+	f.Orphans = held
 
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -200,7 +217,7 @@ func (c *Cluster) MeasureTakeover(ctx context.Context, victim int, orphans, samp
 		}()
 	}
 
-	n := float64(len(orphans))
+	n := float64(held)
 	first := make([]time.Duration, len(survivors)) // first claim seen
 	done := make([]time.Duration, len(survivors))  // last resume seen
 	lastOK := make([]float64, len(survivors))
@@ -249,7 +266,7 @@ func (c *Cluster) MeasureTakeover(ctx context.Context, victim int, orphans, samp
 	if err != nil {
 		return f, err
 	}
-	f.RedisCommands = after - before - 1 // less this INFO
+	f.RedisCommands = after - before - 2 // less the SCARD and this INFO
 	wg.Wait()
 	if ctx.Err() != nil {
 		return f, fmt.Errorf("clustertest: probes not answered: %w", ctx.Err())

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -530,8 +531,8 @@ func clusterTargets(r clusterResult) []targetResult {
 }
 
 // clusterBlock is section 9 in the table.
-func clusterBlock(r clusterResult) []string {
-	out := []string{"9 CLUSTER (real redis-server)\tp50\tp99\tcalls"}
+func clusterBlock(r clusterResult) (out []string) {
+	out = []string{"9 CLUSTER (real redis-server)\tp50\tp99\tcalls"}
 	if r.Skipped != "" {
 		return append(out, "skipped: "+r.Skipped)
 	}
@@ -539,6 +540,14 @@ func clusterBlock(r clusterResult) []string {
 		fmt.Sprintf("9a RunJob(echo) through the owner\t%s\t%s\t%d", us(r.Local.P50Ns), us(r.Local.P99Ns), r.Local.Calls),
 		fmt.Sprintf("9a RunJob(echo) through another replica (forwarded)\t%s\t%s\t%d", us(r.Forwarded.P50Ns), us(r.Forwarded.P99Ns), r.Forwarded.Calls),
 		fmt.Sprintf("9a forwarded ÷ local p50\t%.3f", r.ForwardRatio))
+	if sc := r.Scale; sc != nil {
+		defer func() {
+			out = append(out,
+				fmt.Sprintf("9c SIGKILL of a replica holding %d of %d sessions (lease TTL %gs): all claimed / every probed session answering / all resumed\t%.2fs / %.2fs / %.2fs", sc.Orphans, sc.Sessions, sc.LeaseTTLSeconds, sc.ClaimedSeconds, sc.CallerFeltSeconds, sc.TakeoverSeconds),
+				fmt.Sprintf("9c resumes per second per survivor; Redis commands per orphan\t%v; %.1f", sc.ResumesPerSecond, sc.CommandsPerOrphan),
+				"9c "+scaleOld)
+		}()
+	}
 	f := r.Failures
 	if f == nil {
 		return append(out, "9b skipped: "+r.FailuresSkipped)
@@ -555,23 +564,34 @@ func clusterBlock(r clusterResult) []string {
 
 // clusterScale is section 9c: SIGKILL of one of three replicas holding a
 // third of N idle sessions each (default 5 s lease, as an operator runs
-// it); how long until every session of the killed replica is held by a
-// survivor (status READY on a live owner, i.e. claimed and resumed), and
-// how many commands Redis processed meanwhile.
+// it): how long until every session of the killed replica is claimed by a
+// survivor, resumed upstream there, and answering calls (a sample of
+// sessions probed with RunJob from the kill on), each survivor's resume
+// rate, and the Redis commands meanwhile (clustertest.MeasureTakeover).
 type clusterScale struct {
 	Sessions        int     `json:"sessions"`
 	Orphans         int     `json:"orphans"` // the killed replica's
 	LeaseTTLSeconds float64 `json:"lease_ttl_seconds"`
-	TakeoverSeconds float64 `json:"takeover_seconds"` // SIGKILL → the last orphan held elsewhere
+	// TakeoverSeconds: SIGKILL → the last orphan resumed elsewhere (as
+	// before the claims were split from the resumes).
+	TakeoverSeconds   float64 `json:"takeover_seconds"`
+	ClaimedSeconds    float64 `json:"claimed_seconds"`     // SIGKILL → the last orphan claimed in the directory
+	CallerFeltSeconds float64 `json:"caller_felt_seconds"` // SIGKILL → the last probed session answering RunJob
+	Sample            int     `json:"sample"`              // sessions probed
+	// ResumesPerSecond: each survivor's resumes ÷ its first claim to its
+	// last resume (the runtime's and the survivor's resume cost).
+	ResumesPerSecond []float64 `json:"resumes_per_second"`
+	Jumps            int       `json:"jumps"` // resumes made at once for a call, ahead of the queue
 	// RedisCommands: commands Redis processed from the SIGKILL to the last
-	// takeover, less this section's own status probes (one each).
+	// resume, the probes' calls included.
 	RedisCommands     int64   `json:"redis_commands"`
 	CommandsPerOrphan float64 `json:"redis_commands_per_orphan"`
 }
 
-// scaleOld is what the issue measured before the owner index (4193cb6,
-// 10,000 sessions, 3 replicas, 5 s lease), printed beside 9c's figures.
-const scaleOld = "before: 31.8 – 33.8 s for 3,333 orphans, 341k – 517k HMGET"
+// scaleOld is what was measured before, printed beside 9c's figures: the
+// issue (4193cb6, 10,000 sessions, 3 replicas, 5 s lease) and the owner
+// index's first round (claims and resumes one by one, a sweep every 1 s).
+const scaleOld = "before: 31.8 – 33.8 s for 3,333 orphans, 341k – 517k HMGET (4193cb6); 8.62 s for 3,347, 33.9 commands per orphan (owner index, one claim per takeover)"
 
 func (b *bench) clusterScale(ctx context.Context, n int, r *clusterResult) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
@@ -635,27 +655,31 @@ func (b *bench) clusterScale(ctx context.Context, n int, r *clusterResult) error
 			orphans = append(orphans, sid)
 		}
 	}
-	before, err := c.RedisInfoInt(ctx, "total_commands_processed")
+	var sample []string
+	for i := range min(20, len(orphans)) {
+		sample = append(sample, orphans[i*len(orphans)/min(20, len(orphans))])
+	}
+	in, _ := structpb.NewValue(map[string]any{"probe": "9c"})
+	var turn atomic.Int64
+	fig, err := c.MeasureTakeover(ctx, 0, sample, func(ctx context.Context, sid string) error {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		_, err := gws[1+int(turn.Add(1)%2)].RunJob(cctx, &sessiongatev1.RunJobRequest{SessionId: sid, Agent: "echo", Input: in})
+		return err
+	})
 	if err != nil {
 		return err
 	}
-	c.Kill(0)
-	killed := time.Now()
-	probes, err := scaleWait(ctx, gws[1], orphans, func(inst string) bool { return inst == "gw-2" || inst == "gw-3" })
-	if err != nil {
-		return err
+	s := &clusterScale{Sessions: n, Orphans: fig.Orphans, LeaseTTLSeconds: c.LeaseTTL.Seconds(),
+		TakeoverSeconds: fig.Resumed.Seconds(), ClaimedSeconds: fig.Claimed.Seconds(), CallerFeltSeconds: fig.CallerFelt.Seconds(),
+		Sample: fig.Sample, RedisCommands: fig.RedisCommands, CommandsPerOrphan: fig.PerOrphan()}
+	for _, p := range fig.PerSurvivor {
+		s.ResumesPerSecond = append(s.ResumesPerSecond, math.Round(p.ResumesPerSecond))
+		s.Jumps += p.Jumps
 	}
-	took := time.Since(killed)
-	after, err := c.RedisInfoInt(ctx, "total_commands_processed")
-	if err != nil {
-		return err
-	}
-	s := &clusterScale{Sessions: n, Orphans: len(orphans), LeaseTTLSeconds: c.LeaseTTL.Seconds(), TakeoverSeconds: took.Seconds(),
-		RedisCommands: after - before - probes - 1}
-	s.CommandsPerOrphan = float64(s.RedisCommands) / float64(len(orphans))
 	r.Scale = s
-	b.progress("9c takeover: %d orphans of %d sessions all held elsewhere %.2fs after SIGKILL (lease TTL %v); Redis commands meanwhile %d (%.1f per orphan); %s",
-		s.Orphans, n, s.TakeoverSeconds, c.LeaseTTL, s.RedisCommands, s.CommandsPerOrphan, scaleOld)
+	b.progress("9c takeover: %d orphans of %d sessions (lease TTL %v): all claimed %.2fs, every probed session answering %.2fs, all resumed %.2fs after SIGKILL; resumes per survivor %v/s (%d jumped the queue for a call); Redis commands meanwhile %d (%.1f per orphan, probes included); %s",
+		s.Orphans, n, c.LeaseTTL, s.ClaimedSeconds, s.CallerFeltSeconds, s.TakeoverSeconds, s.ResumesPerSecond, s.Jumps, s.RedisCommands, s.CommandsPerOrphan, scaleOld)
 	return nil
 }
 

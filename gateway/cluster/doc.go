@@ -26,6 +26,8 @@
 //	(time)                  now ≥ leaseStart + LeaseTTL − Margin     lapse: gen+1; MayServe and MayResume false; no takeovers; no writes but claims and restores
 //	MarkerSeen(m)           m ≠ marker last seen                     flush: gen+1, every record Restored at once (higher epoch wins),
 //	                                                                 sessions unconfirmed before it serve only after the grace and a Confirm; grace
+//	MarkerSeen(m)           flush, a claim unanswered (claim unsure) the claim is made again, but serves only after the grace and a Confirm
+//	                                                                 (it may have been taken over before the flush erased the record)
 //	PeersSeen               judging                                  live peer: lastAlive = now − (LeaseTTL − TTL left) (its last refresh)
 //	PeersSeen               not judging (outage, grace, lapse)       every peer: lastAlive = now
 //	MayTakeOver(owner)      owner's lease live                       Live: forward
@@ -34,14 +36,22 @@
 //	MayTakeOver             lease absent, now − lastAlive ≥ TTL      Take (dead); else NotYet
 //	Wrote(OK)               decided in the current gen               epoch confirmed: MayServe
 //	Wrote(Fenced)           —                                        detach silently (never close upstream)
-//	Wrote(Missing)          —                                        missing: detached at the next Due unless a flush is detected first (then Restore)
+//	Wrote(Missing)          —                                        missing: detached at the next Due unless a flush is detected first (then Restore);
+//	                                                                 the directory answers a record below the epoch held so too (a stale restore)
 //	Wrote(Unreachable)      Claim                                    claim unsure: served only while the lease holds in the gen of the claim
 //	Welcome                 claimed                                  token pending: WriteToken; no upstream resume until written
 //	Recovering(marker age)  no record, marker absent or young        UNAVAILABLE, never NOT_FOUND: owners are restoring
 //
 // The directory's takeover script adds two checks of its own: the owner's
 // lease is absent, and the directory's incarnation marker is the one the
-// taker last saw (a flush since then makes every lease look absent).
+// taker last saw (a flush since then makes every lease look absent). The
+// simulated directory of the property test makes both checks, and the
+// replicas learn the marker only as gateway/server does (the loop's tick and
+// a refused takeover, never the lease refresh), their lease, tick and sweep
+// running in a random order when several are due: a replica restarted with
+// the same instance id, whose predecessor's lease a flush erased, is
+// otherwise judged dead by a peer that never saw the new process's lease
+// ("no-marker-check" is caught).
 //
 // The property test (ownership_prop_test.go) runs ≥ 10,000 random,
 // replayable schedules of simulated replicas, directory and runtime under
@@ -50,8 +60,9 @@
 // replicas serve one session, that no live session is answered NOT_FOUND
 // or lost, that directory-only faults move no session, and that every
 // session ends with one owner; TestOwnershipCatchesBrokenRules removes
-// rules (grace, lapse, restore, recovering, resume hold) and shows each is
-// caught.
+// rules (grace, lapse, restore, recovering, resume hold, the takeover
+// script's marker check) and shows each is caught. The schedules replay by
+// seed: no random draw follows map order.
 //
 // # Invariants (checked exhaustively by TestRouteInvariants)
 //

@@ -263,6 +263,14 @@ func (o *Ownership) MarkerSeen(now time.Time, marker string) {
 		valid := o.Valid(now)
 		for _, s := range o.sessions {
 			if s.epoch == 0 {
+				// A claim that went unanswered may have created the
+				// record, and another replica may have taken it over
+				// since; the flush erased both. The claim made again
+				// succeeds, but it serves only after the grace and a
+				// confirmation, as a restored record does.
+				if s.claimUnsure && o.cfg.brokenRule != "no-restore" {
+					s.suspect = true
+				}
 				continue
 			}
 			if o.cfg.brokenRule != "no-restore" {
@@ -335,6 +343,24 @@ func (o *Ownership) Dead(now time.Time) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// NextJudgement is when a peer seen live will be judged gone if it does
+// not refresh its lease meanwhile: the earliest last refresh (as inferred)
+// plus LeaseTTL, over the peers whose lease was live when last read (zero:
+// none). A sweep run then, rather than up to a sweep period later, takes a
+// dead replica's sessions over as soon as the rules allow.
+func (o *Ownership) NextJudgement() time.Time {
+	var next time.Time
+	for _, p := range o.peers {
+		if !p.live {
+			continue
+		}
+		if at := p.lastAlive.Add(o.cfg.LeaseTTL); next.IsZero() || at.Before(next) {
+			next = at
+		}
+	}
+	return next
 }
 
 func (o *Ownership) deadLocked(p *peerView, now time.Time) bool {
@@ -524,7 +550,7 @@ func (o *Ownership) Wrote(id string, w Work, r Result, epoch uint64) (detach boo
 		if w.Kind == Claim {
 			s.epoch = epoch
 		}
-		if (w.Kind != Restore || !s.suspect) && w.gen == o.gen {
+		if !(s.suspect && (w.Kind == Restore || w.Kind == Claim)) && w.gen == o.gen {
 			// Confirmed only if no lapse began since the write was
 			// decided.
 			s.gen = o.gen

@@ -87,7 +87,10 @@
 // the session silently, never session.close: the upstream session is somebody
 // else's now. ErrNotFound means the record is gone (closed by its owner,
 // expired, or Redis lost its data); the caller must not assume it still owns
-// the session.
+// the session. An Update that finds the record below the epoch it gives also
+// answers ErrNotFound: only a flush, and a stale owner's Restore after it,
+// leave a record there; the caller restores its own once it has seen the new
+// marker (the higher epoch wins), instead of being fenced by the stale one.
 //
 // The rules live apart from I/O in rules.go (decide: record and lease state
 // in, verdict and new record out). A property test runs random, replayable

@@ -154,3 +154,88 @@ func TestPeersAndCheckInstance(t *testing.T) {
 		t.Fatalf("CheckInstance after the predecessor crashed: %v", err)
 	}
 }
+
+// TestTakeoverMany: one script call takes a batch over exactly as Takeover
+// would each session: a dead owner's and a released session move to the
+// taker at the next epoch with their tokens (the owner index follows), a
+// live owner's is refused with its address, a missing one is ErrNotFound;
+// a stale marker refuses the whole batch (ErrFlushed) and changes nothing.
+func TestTakeoverMany(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := testCtx(t)
+	a, b, c := open(t, srv, "a"), open(t, srv, "b"), open(t, srv, "c")
+	rc := raw(t, srv)
+	stop := run(t, c) // c's lease is live; a's never was
+	defer stop()
+	waitFor(t, 5*time.Second, "c's lease", func() bool { return !c.LeaseValidUntil().IsZero() })
+	for _, id := range []string{"s1", "s2", "s3"} {
+		if _, err := a.Claim(ctx, session(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Claim(ctx, session("live")); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Release(ctx, "s2", 1); err != nil {
+		t.Fatal(err)
+	}
+	ids := []string{"s1", "s2", "nope", "live", "s3"}
+	// A stale marker: nothing changes.
+	rc.Set(ctx, "t:incarnation", "another", 0)
+	if _, err := b.TakeoverMany(ctx, ids); !errors.Is(err, directory.ErrFlushed) {
+		t.Fatalf("TakeoverMany with a stale marker: %v, want ErrFlushed", err)
+	}
+	if rec, err := b.Get(ctx, "s1"); err != nil || rec.Owner != "a" || rec.Epoch != 1 {
+		t.Fatalf("s1 after a refused batch: %+v %v", rec, err)
+	}
+	if _, err := b.Marker(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err := b.TakeoverMany(ctx, ids)
+	if err != nil || len(res) != len(ids) {
+		t.Fatalf("TakeoverMany: %d results, %v", len(res), err)
+	}
+	for i, want := range []string{"a", "", "", "", "a"} {
+		id, r := ids[i], res[i]
+		switch id {
+		case "nope":
+			if !errors.Is(r.Err, directory.ErrNotFound) {
+				t.Errorf("%s: %v, want ErrNotFound", id, r.Err)
+			}
+		case "live":
+			var owned *directory.OwnedError
+			if !errors.As(r.Err, &owned) || owned.Owner != "c" || owned.Addr == "" || owned.SessionID != "live" {
+				t.Errorf("%s: %v, want OwnedError by c with its address", id, r.Err)
+			}
+		default:
+			if r.Err != nil || r.Record.Owner != "b" || r.Record.Epoch != 2 || r.Record.PreviousOwner != want ||
+				r.Record.ResumeToken != session(id).ResumeToken || r.Record.ID != id || r.Record.Caller != session(id).Caller {
+				t.Errorf("%s: %+v %v; want b's at epoch 2 from %q with its token", id, r.Record, r.Err, want)
+			}
+		}
+	}
+	if got := rc.SMembers(ctx, "t:owned:b").Val(); !sameSet(got, []string{"s1", "s2", "s3"}) {
+		t.Errorf("b's index after the batch: %v", got)
+	}
+	if n := rc.SCard(ctx, "t:owned:a").Val() + rc.SCard(ctx, "t:released").Val(); n != 0 {
+		t.Errorf("a's index and the released set keep %d entries", n)
+	}
+	if rec, err := b.Get(ctx, "live"); err != nil || rec.Owner != "c" || rec.Epoch != 1 {
+		t.Errorf("a live owner's session after the batch: %+v %v", rec, err)
+	}
+	// One script call for the batch (the directory's own op count).
+	before := b.Counters().Ops.Load()
+	if _, err := b.TakeoverMany(ctx, []string{"s1", "s3"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.Counters().Ops.Load() - before; n != 1 {
+		t.Errorf("a batch of two took %d directory operations, want 1", n)
+	}
+}
+
+func sameSet(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}

@@ -77,6 +77,13 @@ func decide(r modelRecord, op modelOp, ownerLive bool) (modelRecord, verdict) {
 		r.Epoch++
 		return r, vOK
 	}
+	// An update finding the record below the epoch its caller holds finds
+	// a stale owner's restore after a flush (epochs only grow otherwise):
+	// NOTFOUND, not FENCED, so that the caller restores its record (the
+	// higher epoch wins) instead of giving the session up.
+	if op.Kind == opUpdate && op.Epoch > r.Epoch {
+		return r, vNotFound
+	}
 	// Update, Release and Delete need the caller to be the owner at its epoch.
 	// A released record (Owner "") fences its former owner too.
 	if r.Owner != op.Me || r.Epoch != op.Epoch {

@@ -36,7 +36,9 @@ func TestDecide(t *testing.T) {
 		{"update keeps token", owned, mop{Kind: directory.OpUpdate, Me: "a", Epoch: 3, Seq: 11}, true, rec{Exists: true, Owner: "a", Epoch: 3, Seq: 11, Token: "t3"}, directory.VOK},
 		{"update seq backwards", owned, mop{Kind: directory.OpUpdate, Me: "a", Epoch: 3, Seq: 4, Token: "t4"}, true, rec{Exists: true, Owner: "a", Epoch: 3, Seq: 10, Token: "t4"}, directory.VOK},
 		{"update stale epoch", owned, mop{Kind: directory.OpUpdate, Me: "a", Epoch: 2}, true, owned, directory.VFenced},
-		{"update future epoch", owned, mop{Kind: directory.OpUpdate, Me: "a", Epoch: 4}, true, owned, directory.VFenced},
+		// A record below the caller's epoch: a stale owner's restore after a flush.
+		{"update future epoch", owned, mop{Kind: directory.OpUpdate, Me: "a", Epoch: 4}, true, owned, directory.VNotFound},
+		{"update future epoch, other owner", owned, mop{Kind: directory.OpUpdate, Me: "b", Epoch: 4}, true, owned, directory.VNotFound},
 		{"update other replica", owned, mop{Kind: directory.OpUpdate, Me: "b", Epoch: 3}, true, owned, directory.VFenced},
 		{"update released", released, mop{Kind: directory.OpUpdate, Me: "a", Epoch: 3}, false, released, directory.VFenced},
 		{"update missing", rec{}, mop{Kind: directory.OpUpdate, Me: "a", Epoch: 1}, false, rec{}, directory.VNotFound},

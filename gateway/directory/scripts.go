@@ -45,9 +45,12 @@ return {'OK', '1'}
 `)
 
 // Update: ARGV me, epoch, sealed token ("" keeps the stored one), seq, ttl_ms.
+// A record below the epoch given is a stale owner's restore after a flush:
+// NOTFOUND (the caller restores; the higher epoch wins), not FENCED.
 var updateScript = redis.NewScript(luaLib + `
 local v = redis.call('HMGET', KEYS[1], 'owner', 'epoch', 'seq')
 if not v[1] then return {'NOTFOUND'} end
+if gt(ARGV[2], v[2]) then return {'NOTFOUND'} end
 if v[1] ~= ARGV[1] or v[2] ~= ARGV[2] then return {'FENCED', v[1], v[2]} end
 if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'token', ARGV[3]) end
 if gt(ARGV[4], v[3]) then redis.call('HSET', KEYS[1], 'seq', ARGV[4]) end
@@ -78,6 +81,50 @@ local r = redis.call('HMGET', KEYS[1], ` + luaFields + `)
 table.insert(r, 1, prev)
 table.insert(r, 1, 'OK')
 return r
+`)
+
+// Takeover of a batch: KEYS the session records; ARGV me, lease prefix,
+// ttl_ms, marker key, marker expected ("" = not checked), owner index
+// prefix, released set key, then the session ids of KEYS in order. The
+// marker is checked once: {'FLUSHED'}; else {'OK', reply...} with one reply
+// per key, each what takeoverScript answers for it. One script call for the
+// whole batch: a takeover of thousands of orphans is a few round trips.
+var takeoverManyScript = redis.NewScript(luaLib + `
+if ARGV[5] ~= '' and redis.call('GET', ARGV[4]) ~= ARGV[5] then return {'FLUSHED'} end
+local out = {'OK'}
+local addrs = {}
+for i, key in ipairs(KEYS) do
+  local id = ARGV[7 + i]
+  local prev = redis.call('HGET', key, 'owner')
+  local r
+  if not prev then
+    r = {'NOTFOUND'}
+  else
+    local addr = false
+    if prev ~= '' and prev ~= ARGV[1] then
+      addr = addrs[prev]
+      if addr == nil then
+        addr = redis.call('HGET', ARGV[2] .. prev, 'addr') or false
+        addrs[prev] = addr
+      end
+    end
+    if addr then
+      r = {'OWNED', prev, addr}
+    else
+      redis.call('HINCRBY', key, 'epoch', 1)
+      redis.call('HSET', key, 'owner', ARGV[1], 'updated_ms', now_ms())
+      redis.call('PEXPIRE', key, ARGV[3])
+      if prev ~= '' then redis.call('SREM', ARGV[6] .. prev, id) end
+      redis.call('SREM', ARGV[7], id)
+      redis.call('SADD', ARGV[6] .. ARGV[1], id)
+      r = redis.call('HMGET', key, ` + luaFields + `)
+      table.insert(r, 1, prev)
+      table.insert(r, 1, 'OK')
+    end
+  end
+  table.insert(out, r)
+end
+return out
 `)
 
 // Release: ARGV me, epoch, ttl_ms, releases counter key, owner index

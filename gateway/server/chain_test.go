@@ -43,8 +43,8 @@ func matching(t *testing.T, reg *prometheus.Registry, name string, want map[stri
 	return out
 }
 
-// series returns the value of the counter (or the sample count of the
-// histogram) name whose labels include want, summed over matches.
+// series returns the value of the counter or gauge (or the sample count of
+// the histogram) name whose labels include want, summed over matches.
 func series(t *testing.T, reg *prometheus.Registry, name string, want map[string]string) float64 {
 	t.Helper()
 	var sum float64
@@ -54,6 +54,8 @@ func series(t *testing.T, reg *prometheus.Registry, name string, want map[string
 			sum += m.GetCounter().GetValue()
 		case m.Histogram != nil:
 			sum += float64(m.GetHistogram().GetSampleCount())
+		case m.Gauge != nil:
+			sum += m.GetGauge().GetValue()
 		}
 	}
 	return sum

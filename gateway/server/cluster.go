@@ -171,10 +171,18 @@ type clusterState struct {
 	owned   map[string]*owned          // guarded by mu; by session id
 	pending map[*upstream.Conn]*owned  // guarded by mu: dialled by OpenSession, not yet claimed
 	flights map[string]*takeoverFlight // guarded by mu: takeovers in progress, by session id
-	stop    context.CancelFunc         // guarded by mu: ends the loop
-	loop    chan struct{}              // guarded by mu: closed when the loop has returned
-	ctx     context.Context            // lifetime of takeover dials; cancelled by Shutdown
-	cancel  context.CancelFunc
+	// resuming: sessions a sweep has claimed in the directory (TakeoverMany)
+	// and not yet resumed upstream, by session id; resumed in the
+	// background, bounded (resumeSem), or at once by a call that needs
+	// one (it jumps the queue).
+	resuming  map[string]*pendingResume // guarded by mu
+	resumeSem chan struct{}
+	resumeWG  sync.WaitGroup     // background resume goroutines
+	resumed   resumeSum          // guarded by mu: resumes since the queue was last empty
+	stop      context.CancelFunc // guarded by mu: ends the loop
+	loop      chan struct{}      // guarded by mu: closed when the loop has returned
+	ctx       context.Context    // lifetime of takeover dials; cancelled by Shutdown
+	cancel    context.CancelFunc
 
 	// The ownership core (cluster.Ownership): every ownership decision —
 	// lease, grace, lapse, flush restore, takeover, resume hold — is its.
@@ -215,6 +223,34 @@ type takeoverFlight struct {
 	err  error
 }
 
+// pendingResume is a session claimed by a sweep's batch (the directory
+// names this replica at rec.Epoch) whose upstream session is not resumed
+// yet. Whoever starts it first — a background worker or a call for the
+// session — resumes it; the others wait for done.
+type pendingResume struct {
+	rec     directory.Record
+	why     cluster.TakeReason
+	claimed time.Time
+
+	mu      sync.Mutex
+	started bool // guarded by mu
+	done    chan struct{}
+	caller  string // set before done is closed
+	o       *owned
+	err     error
+}
+
+// resumeSum sums the resumes of claimed sessions between two moments the
+// queue was empty (logged then).
+type resumeSum struct {
+	n, failed int
+	first     time.Time // earliest claim
+}
+
+// errLookAgain: a flight ended with the session claimed by a sweep's batch:
+// look it up again (it is resuming now).
+var errLookAgain = errors.New("cluster: claimed by a sweep; look again")
+
 func newClusterState(cfg ClusterConfig, self string, table *session.Table[*upstream.Conn], runtimes map[string]Runtime,
 	tmpl upstream.Config, features []string, retained *budget.Budget, log *slog.Logger, m *clusterMetrics) *clusterState {
 	c := &clusterState{
@@ -222,6 +258,7 @@ func newClusterState(cfg ClusterConfig, self string, table *session.Table[*upstr
 		tmpl: tmpl, features: features, retained: retained, log: log.With("component", "cluster"), m: m,
 		peers: make(map[string]*grpc.ClientConn), owned: make(map[string]*owned),
 		pending: make(map[*upstream.Conn]*owned), flights: make(map[string]*takeoverFlight),
+		resuming: make(map[string]*pendingResume), resumeSem: make(chan struct{}, resumeParallel),
 		owners: cluster.NewOwnerCache(cfg.OwnerCacheTTL, 0), codec: wirecodec.NewCodec(),
 	}
 	c.selfHints = c.hints(self, "")
@@ -467,23 +504,45 @@ func (c *clusterState) stopLoop() {
 }
 
 // run is the replica's directory loop: every AckEvery the owned sessions'
-// acked seqs, tokens and claims; every SweepEvery the orphan sweep.
+// acked seqs, tokens and claims; every SweepEvery the orphan sweep, and
+// one more the moment a peer seen live would be judged gone if it has not
+// refreshed its lease (cluster.Ownership.NextJudgement), so that a dead
+// replica's sessions are claimed as soon as the rules allow, not up to a
+// SweepEvery later.
 func (c *clusterState) run(ctx context.Context) {
 	tick := time.NewTicker(c.cfg.AckEvery)
 	defer tick.Stop()
 	sweep := time.NewTicker(c.cfg.SweepEvery)
 	defer sweep.Stop()
+	judge := time.NewTimer(time.Hour)
+	defer judge.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 			c.tick()
+			continue
 		case <-sweep.C:
-			c.sweep(ctx)
+		case <-judge.C:
 		}
+		c.sweep(ctx)
+		var next time.Time
+		c.withCore(func(core *cluster.Ownership) { next = core.NextJudgement() })
+		wait := time.Hour
+		if d := time.Until(next); !next.IsZero() && d > 0 {
+			// A few ms late: the lease's expiry in Redis, measured
+			// from a reply that took a moment to arrive. (A moment
+			// already past means this sweep did not read the
+			// leases: the periodic sweep is next.)
+			wait = d + judgeLate
+		}
+		judge.Reset(wait)
 	}
 }
+
+// judgeLate is how long after NextJudgement the judging sweep runs.
+const judgeLate = 3 * time.Millisecond
 
 func (c *clusterState) snapshot() []*owned {
 	c.mu.Lock()
@@ -807,26 +866,9 @@ func (c *clusterState) sweep(ctx context.Context) {
 		todo = append(todo, o)
 	}
 	c.orphanSeen = seen
-	// Bounded parallel takeovers: each is a directory round trip and an
-	// upstream resume.
-	sem := make(chan struct{}, sweepParallel)
-	var wg sync.WaitGroup
-	for _, o := range todo {
-		if ctx.Err() != nil {
-			break
-		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			if _, _, err := c.takeOver(o.SessionID, o.Owner, false, "sweep"); err != nil && !errors.Is(err, directory.ErrOwned) {
-				c.log.Debug("sweep: takeover failed", "session_id", o.SessionID, "err", err)
-			}
-		}()
-	}
-	wg.Wait()
+	claimed := c.claimOrphans(ctx, todo)
 	if len(todo) > 0 {
-		c.log.Info("sweep", "orphans", len(todo), "dead", dead, "took", time.Since(now))
+		c.log.Info("sweep", "orphans", len(todo), "claimed", claimed, "dead", dead, "took", time.Since(now))
 	}
 	c.rebalance(ctx, live, now)
 }
@@ -876,29 +918,279 @@ func (c *clusterState) rebalance(ctx context.Context, live []string, now time.Ti
 // own index (records of a previous process with the same instance id).
 const selfSweeps = 5
 
-// sweepParallel bounds the sweep's concurrent takeovers (directory round
-// trip and upstream resume each).
-const sweepParallel = 64
+// takeoverBatch is how many sessions one TakeoverMany script call claims:
+// a few hundred keep Redis's other clients waiting a millisecond or two.
+const takeoverBatch = 256
+
+// resumeParallel bounds the upstream resumes of claimed sessions made in
+// the background at once (a call that needs one makes it beside them).
+const resumeParallel = 64
+
+// claimOrphans claims the sweep's orphans in the directory, a batch per
+// script call, and queues their upstream resumes (bounded, in the
+// background): a session is this replica's — and any call for it is
+// served here, resuming it first if the queue has not reached it — as soon
+// as its batch is answered. It returns how many were claimed.
+func (c *clusterState) claimOrphans(ctx context.Context, todo []directory.Orphan) (claimed int) {
+	if len(todo) == 0 {
+		return 0
+	}
+	// The core's verdict, once per owner; sessions held, resuming or in
+	// a takeover here already are left out.
+	type verdict struct {
+		v   cluster.Verdict
+		why cluster.TakeReason
+	}
+	verdicts := make(map[string]verdict)
+	whys := make(map[string]cluster.TakeReason)
+	var ids []string
+	flights := make(map[string]*takeoverFlight)
+	now := time.Now()
+	c.withCore(func(core *cluster.Ownership) {
+		for _, o := range todo {
+			if _, ok := verdicts[o.Owner]; !ok {
+				v, why := core.MayTakeOver(o.Owner, false, now)
+				verdicts[o.Owner] = verdict{v, why}
+			}
+		}
+	})
+	c.mu.Lock()
+	for _, o := range todo {
+		vd := verdicts[o.Owner]
+		if vd.v != cluster.Take || c.resuming[o.SessionID] != nil || c.flights[o.SessionID] != nil {
+			continue
+		}
+		if cur := c.owned[o.SessionID]; cur != nil {
+			if sess, ok := c.table.Get(o.SessionID, cur.caller); ok && !sess.Lost() {
+				continue
+			}
+		}
+		// A flight, so that a call for the session meanwhile waits for
+		// the batch instead of taking it over (twice) on its own.
+		f := &takeoverFlight{done: make(chan struct{}), err: errLookAgain}
+		c.flights[o.SessionID], flights[o.SessionID] = f, f
+		ids = append(ids, o.SessionID)
+		whys[o.SessionID] = vd.why
+	}
+	c.mu.Unlock()
+	var queue []*pendingResume
+	land := func(id string) {
+		c.mu.Lock()
+		f := flights[id]
+		if c.flights[id] == f {
+			delete(c.flights, id)
+		}
+		c.mu.Unlock()
+		close(f.done)
+	}
+	for len(ids) > 0 {
+		batch := ids[:min(len(ids), takeoverBatch)]
+		ids = ids[len(batch):]
+		if ctx.Err() != nil || c.draining.Load() {
+			for _, id := range append(batch, ids...) {
+				land(id)
+			}
+			break
+		}
+		res, err := c.dir.TakeoverMany(c.ctx, batch)
+		c.observe(err)
+		if err != nil {
+			if errors.Is(err, directory.ErrFlushed) {
+				// The directory lost its data since the marker was
+				// read: learn it now (the core restores and waits a
+				// grace); nothing is taken over meanwhile.
+				if m, merr := c.dir.Marker(c.ctx); merr == nil {
+					c.withCore(func(core *cluster.Ownership) { core.MarkerSeen(time.Now(), m) })
+				}
+			} else {
+				c.m.dirErrors.WithLabelValues("takeover").Inc()
+			}
+			for _, id := range append(batch, ids...) {
+				land(id)
+			}
+			break
+		}
+		at := time.Now()
+		for i, id := range batch {
+			r := res[i]
+			var keyErr *directory.KeyError
+			switch {
+			case errors.As(r.Err, &keyErr):
+				// Ours now, but the token cannot be read: the session
+				// is lost.
+				_ = c.dir.Delete(c.ctx, id, r.Record.Epoch)
+				c.m.takeovers.WithLabelValues(sweepReason(whys[id]), "error").Inc()
+				c.log.Warn("takeover: the resume token cannot be decrypted; session lost", "session_id", id, "err", r.Err)
+			case errors.Is(r.Err, directory.ErrOwned):
+				c.m.takeovers.WithLabelValues(sweepReason(whys[id]), "owned").Inc()
+			case errors.Is(r.Err, directory.ErrNotFound):
+				c.m.takeovers.WithLabelValues(sweepReason(whys[id]), "not_found").Inc()
+			case r.Err != nil:
+				c.m.takeovers.WithLabelValues(sweepReason(whys[id]), "error").Inc()
+			default:
+				claimed++
+				p := &pendingResume{rec: r.Record, why: whys[id], claimed: at, done: make(chan struct{})}
+				c.mu.Lock()
+				c.resuming[id] = p
+				c.mu.Unlock()
+				c.m.resumesPending.WithLabelValues(sweepReason(p.why)).Inc()
+				queue = append(queue, p)
+			}
+			land(id)
+		}
+	}
+	// The resumes start once every batch is claimed: they compete for the
+	// CPU, and a claimed session is served anyway (a call resumes it).
+	for _, p := range queue {
+		c.queueResume(p)
+	}
+	return claimed
+}
+
+// sweepReason is the reason label of a sweep's takeover: "handoff" for
+// a session released by its owner (draining, rebalancing), "sweep" for
+// one whose owner is gone (or a previous process with this instance id).
+func sweepReason(why cluster.TakeReason) string {
+	if why == cluster.ReasonReleased {
+		return "handoff"
+	}
+	return "sweep"
+}
+
+// queueResume starts the background resume of a claimed session (in
+// c.resuming), bounded by resumeSem.
+func (c *clusterState) queueResume(p *pendingResume) {
+	c.resumeWG.Add(1)
+	go func() {
+		defer c.resumeWG.Done()
+		select {
+		case c.resumeSem <- struct{}{}:
+		case <-c.ctx.Done():
+			c.runResume(p, false)
+			return
+		}
+		defer func() { <-c.resumeSem }()
+		c.runResume(p, false)
+	}()
+}
+
+// runResume resumes a claimed session upstream, once: the first caller
+// (a background worker, or a call that jumps the queue) does it, later
+// ones wait for its result.
+func (c *clusterState) runResume(p *pendingResume, jump bool) (string, *owned, error) {
+	p.mu.Lock()
+	if p.started {
+		p.mu.Unlock()
+		<-p.done
+		return p.caller, p.o, p.err
+	}
+	p.started = true
+	p.mu.Unlock()
+	if jump {
+		c.m.resumeJumps.Inc()
+	}
+	var err error
+	switch {
+	case c.ctx.Err() != nil, c.draining.Load():
+		// Shutting down: give it back, for another replica to adopt.
+		_ = c.dir.Release(context.WithoutCancel(c.ctx), p.rec.ID, p.rec.Epoch)
+		err = session.ErrDraining
+	default:
+		p.caller, p.o, err = c.resumeClaimed(p.rec, p.why, sweepReason(p.why), p.claimed)
+	}
+	p.err = err
+	c.mu.Lock()
+	if c.resuming[p.rec.ID] == p {
+		delete(c.resuming, p.rec.ID)
+	}
+	c.resumed.n++
+	if err != nil {
+		c.resumed.failed++
+	}
+	if c.resumed.first.IsZero() || p.claimed.Before(c.resumed.first) {
+		c.resumed.first = p.claimed
+	}
+	var sum resumeSum
+	if len(c.resuming) == 0 {
+		sum, c.resumed = c.resumed, resumeSum{}
+	}
+	c.mu.Unlock()
+	if sum.n > 0 {
+		took := time.Since(sum.first)
+		c.log.Info("takeover: claimed sessions resumed", "sessions", sum.n, "failed", sum.failed,
+			"took", took, "per_second", math.Round(float64(sum.n)/max(took.Seconds(), 1e-3)))
+	}
+	result := "ok"
+	switch {
+	case errors.Is(err, session.ErrDraining):
+		result = "released"
+	case err != nil:
+		result = "error"
+	}
+	// Counted before it leaves the pending gauge: a scrape between the
+	// two sees it twice, never not at all.
+	c.m.takeovers.WithLabelValues(sweepReason(p.why), result).Inc()
+	c.m.resumesPending.WithLabelValues(sweepReason(p.why)).Dec()
+	close(p.done)
+	return p.caller, p.o, err
+}
+
+// releaseResuming is the handoff's part for claimed sessions not yet
+// resumed: each is released in the directory (another replica adopts it);
+// resumes already under way are waited for (their sessions are then owned
+// and handed off with the others).
+func (c *clusterState) releaseResuming() {
+	c.mu.Lock()
+	ps := make([]*pendingResume, 0, len(c.resuming))
+	for _, p := range c.resuming {
+		ps = append(ps, p)
+	}
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 32)
+	for _, p := range ps {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			c.runResume(p, false) // draining: releases, or waits
+		}()
+	}
+	wg.Wait()
+}
 
 // errNotYet: the owner's lease is absent but not (yet) judged gone.
 var errNotYet = errors.New("cluster: the session's owner is not yet judged gone")
 
 // takeOver claims a session by epoch and resumes its upstream session here.
-// Concurrent takeovers of one session in this replica share one attempt.
+// Concurrent takeovers of one session in this replica share one attempt; a
+// session a sweep has claimed and not yet resumed is resumed at once by
+// the caller (it jumps the background queue).
 // It returns the session's caller and owner address when the session turned
 // out to be owned by a live replica (an *directory.OwnedError).
 func (c *clusterState) takeOver(id, owner string, ownerLive bool, reason string) (caller string, o *owned, err error) {
 	c.mu.Lock()
-	if cur := c.owned[id]; cur != nil {
-		if sess, ok := c.table.Get(id, cur.caller); ok && !sess.Lost() {
-			c.mu.Unlock()
-			return cur.caller, cur, nil
+	for {
+		if cur := c.owned[id]; cur != nil {
+			if sess, ok := c.table.Get(id, cur.caller); ok && !sess.Lost() {
+				c.mu.Unlock()
+				return cur.caller, cur, nil
+			}
 		}
-	}
-	if f := c.flights[id]; f != nil {
+		if p := c.resuming[id]; p != nil {
+			c.mu.Unlock()
+			return c.runResume(p, true)
+		}
+		f := c.flights[id]
+		if f == nil {
+			break
+		}
 		c.mu.Unlock()
 		<-f.done
-		return "", nil, f.err
+		if !errors.Is(f.err, errLookAgain) {
+			return "", nil, f.err
+		}
+		c.mu.Lock()
 	}
 	f := &takeoverFlight{done: make(chan struct{})}
 	c.flights[id] = f
@@ -949,6 +1241,20 @@ func (c *clusterState) takeOver(id, owner string, ownerLive bool, reason string)
 	case err != nil:
 		return "", nil, err
 	}
+	return c.resumeClaimed(rec, why, reason, start)
+}
+
+// resumeClaimed resumes upstream a session this replica has just claimed
+// in the directory (rec, at rec.Epoch), and makes it a session of the
+// table. A replica whose own lease is not valid does not resume (a taker
+// may be presenting the stored token): it waits for the lease, briefly,
+// then releases the session for another replica.
+func (c *clusterState) resumeClaimed(rec directory.Record, why cluster.TakeReason, reason string, start time.Time) (caller string, o *owned, err error) {
+	id := rec.ID
+	if !c.awaitLease() {
+		_ = c.dir.Release(c.ctx, id, rec.Epoch)
+		return "", nil, errNotYet
+	}
 	rt, ok := c.runtimes[rec.Runtime]
 	if !ok {
 		_ = c.dir.Release(c.ctx, id, rec.Epoch)
@@ -964,9 +1270,12 @@ func (c *clusterState) takeOver(id, owner string, ownerLive bool, reason string)
 	conn, err := upstream.Dial(c.ctx, uc)
 	if err != nil {
 		var ae *arcp.Error
-		if errors.As(err, &ae) {
+		var lost *upstream.LostError
+		if errors.As(err, &ae) || errors.As(err, &lost) {
 			// The runtime refused the resume (token used, window
-			// expired): the session is lost, with a definite error.
+			// expired) or welcomed it into another session
+			// (upstream.ErrResumeMismatch): the session is lost, with
+			// a definite error.
 			_ = c.dir.Delete(c.ctx, id, rec.Epoch)
 			c.log.Warn("takeover: the runtime refused the resume; session lost", "session_id", id, "err", err)
 			return "", nil, &session.LostError{Err: err}
@@ -993,9 +1302,36 @@ func (c *clusterState) takeOver(id, owner string, ownerLive bool, reason string)
 			core.Welcome(id) // written again by the loop (WriteToken)
 		}
 	})
-	c.log.Info("session taken over", "session_id", id, "previous_owner", rec.PreviousOwner, "epoch", rec.Epoch,
+	lvl := slog.LevelInfo
+	if reason != "call" {
+		lvl = slog.LevelDebug // thousands at once: the sweep logs the sum
+	}
+	c.log.Log(c.ctx, lvl, "session taken over", "session_id", id, "previous_owner", rec.PreviousOwner, "epoch", rec.Epoch,
 		"reason", reason, "from_seq", rec.AckedSeq, "took", time.Since(start))
 	return rec.Caller, o, nil
+}
+
+// awaitLease says whether this replica's own lease is valid, waiting up
+// to a LeaseTTL for it (a refresh may be under way).
+func (c *clusterState) awaitLease() bool {
+	deadline := time.Now().Add(c.dir.LeaseTTL())
+	for {
+		var ok bool
+		c.withCore(func(core *cluster.Ownership) { ok = core.Valid(time.Now()) })
+		if ok {
+			return true
+		}
+		if time.Now().After(deadline) || c.ctx.Err() != nil {
+			return false
+		}
+		t := time.NewTimer(20 * time.Millisecond)
+		select {
+		case <-t.C:
+		case <-c.ctx.Done():
+			t.Stop()
+			return false
+		}
+	}
 }
 
 // upstreamConfig is the gateway's upstream template for a session of
@@ -1030,6 +1366,7 @@ func (c *clusterState) adoptedSession(id string) *owned {
 func (c *clusterState) handoff(ctx context.Context) {
 	c.draining.Store(true)
 	c.stopLoop()
+	c.releaseResuming()
 	grace := c.cfg.HandoffGrace
 	if dl, ok := ctx.Deadline(); ok {
 		grace = min(grace, time.Until(dl)/2)
@@ -1073,6 +1410,7 @@ func (c *clusterState) handoff(ctx context.Context) {
 func (c *clusterState) close() {
 	c.stopLoop()
 	c.cancel()
+	c.resumeWG.Wait()
 	c.peersMu.Lock()
 	defer c.peersMu.Unlock()
 	for addr, cc := range c.peers {

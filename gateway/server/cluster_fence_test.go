@@ -61,6 +61,11 @@ func startFenceRig(t *testing.T) *fenceRig {
 	}
 	lease := &leaseLoop{d: d}
 	lease.start()
+	// The lease held before the session is opened: a claim made before
+	// the first refresh is confirmed again after it (the core's rule for
+	// a lease not held before), and that confirmation, not the write
+	// under test, would be the one fenced.
+	waitFor(t, 10*time.Second, "gw-a's first lease refresh", func() bool { return !d.LeaseValidUntil().IsZero() })
 	reg := prometheus.NewRegistry()
 	gw, err := New(Config{
 		InstanceID: "gw-a", Runtimes: []Runtime{{Name: "default", URL: rt.URL()}},

@@ -22,6 +22,8 @@ type clusterMetrics struct {
 	forgedForwards prometheus.Counter
 	dirErrors      *prometheus.CounterVec // op
 	owned          prometheus.Gauge
+	resumesPending *prometheus.GaugeVec   // reason (sweep, handoff): claimed by a sweep, not yet resumed upstream
+	resumeJumps    prometheus.Counter     // of those, resumed at once for a call
 	ownerCache     *prometheus.CounterVec // result (hit, miss)
 	cacheHit       prometheus.Counter     // ownerCache{result="hit"}
 	cacheMiss      prometheus.Counter     // ownerCache{result="miss"}
@@ -36,7 +38,7 @@ func newClusterMetrics(reg prometheus.Registerer, d *directory.Directory) (*clus
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sessiongate_cluster_ownership_decisions_total",
 			Help: "Decisions of the ownership core: lease_lapse, outage, grace_wait, flush_detected, takeover_not_yet, takeover_{released,dead,self}, fenced, vanished, confirm, restore, resume_hold."}, []string{"decision"}),
 		takeovers: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sessiongate_cluster_takeovers_total",
-			Help: "Takeovers of sessions whose owner was gone or released them, by reason (call, sweep) and result (ok, owned, not_found, error)."}, []string{"reason", "result"}),
+			Help: "Takeovers of sessions whose owner was gone or released them, by reason (call; sweep: owner gone; handoff: released, adopted by a sweep) and result (ok, owned, not_found, error, released: claimed, then given back while draining)."}, []string{"reason", "result"}),
 		handoffs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sessiongate_cluster_handoffs_total",
 			Help: "Sessions handed off (detached and released in the directory) while draining, by result."}, []string{"result"}),
 		fenced: prometheus.NewCounter(prometheus.CounterOpts{Name: "sessiongate_cluster_fenced_total",
@@ -47,11 +49,15 @@ func newClusterMetrics(reg prometheus.Registerer, d *directory.Directory) (*clus
 			Help: "Directory operations of the cluster layer that failed (Redis unreachable or slow), by operation."}, []string{"op"}),
 		owned: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sessiongate_cluster_owned_sessions",
 			Help: "Sessions this replica owns in the directory."}),
+		resumesPending: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sessiongate_cluster_resumes_pending",
+			Help: "Sessions a sweep has claimed in the directory and not yet resumed upstream (resumed in the background; a call for one resumes it at once), by reason (sweep: owner gone; handoff: released)."}, []string{"reason"}),
+		resumeJumps: prometheus.NewCounter(prometheus.CounterOpts{Name: "sessiongate_cluster_resume_jumps_total",
+			Help: "Claimed sessions resumed ahead of the background queue because a call needed one."}),
 		ownerCache: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sessiongate_cluster_owner_cache_total",
 			Help: "Lookups of the owner cache by calls for sessions held elsewhere, by result (hit: forwarded without reading the directory)."}, []string{"result"}),
 	}
 	m.cacheHit, m.cacheMiss = m.ownerCache.WithLabelValues("hit"), m.ownerCache.WithLabelValues("miss")
-	for _, c := range []prometheus.Collector{m.forwards, m.forwardSeconds, m.takeovers, m.decisions, m.handoffs, m.fenced, m.forgedForwards, m.dirErrors, m.owned, m.ownerCache} {
+	for _, c := range []prometheus.Collector{m.forwards, m.forwardSeconds, m.takeovers, m.decisions, m.handoffs, m.fenced, m.forgedForwards, m.dirErrors, m.owned, m.resumesPending, m.resumeJumps, m.ownerCache} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("gateway: register cluster metrics: %w", err)
 		}

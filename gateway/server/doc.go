@@ -47,10 +47,14 @@
 // directory's incarnation marker, then makes the writes it calls due
 // (claims, restores after a flush, tokens, epoch confirmations after a
 // lapse; 32 at a time) and the acked seqs; a write refused by epoch fences
-// the session (detached silently). The sweep (every SweepEvery) gives it
-// the peers' leases (Directory.Peers) and takes over, 64 at a time, the
+// the session (detached silently). The sweep (every SweepEvery, and at
+// Ownership.NextJudgement, the moment a peer's lease would have been gone a
+// full TTL) gives it the peers' leases (Directory.Peers), claims the
 // orphans the owner index names (Directory.OrphansOf) of the replicas the
-// core judges gone, each first by its rendezvous-preferred replica; then it
+// core judges gone, each first by its rendezvous-preferred replica, 256 per
+// script call (Directory.TakeoverMany), and queues their upstream resumes
+// (64 at a time, in the background; a call for a claimed session not yet
+// resumed resumes it at once, and the hand-off releases those left); then it
 // hands off, bounded per second, idle sessions whose preferred replica is
 // another (rebalance). A call is routed by cluster.Route and, for a
 // takeover, cluster.Ownership.MayTakeOver (UNAVAILABLE OWNER_SUSPECT while
@@ -80,8 +84,10 @@
 //     (Gateway.infra);
 //   - in cluster mode, the directory loop (stopped and awaited by Shutdown
 //     before the hand-off), and within one of its passes the bounded
-//     workers of its writes and of the sweep's takeovers, each pass waiting
-//     for its own.
+//     workers of its writes, each pass waiting for its own; and the
+//     background resumes of claimed sessions (one goroutine per claimed
+//     session, 64 resuming at once), released by the hand-off and awaited
+//     when the cluster state closes.
 //
 // Shutdown drains in a fixed order: health NOT_SERVING and infrastructure
 // streams ended, new sessions refused and every upstream session closed

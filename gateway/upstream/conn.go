@@ -138,7 +138,8 @@ type heartbeatLoss struct{ lastRecv, detected time.Time }
 
 // Dial validates cfg, dials cfg.URL and performs the handshake within
 // cfg.InitTimeout (and ctx). A session.error during the handshake is returned
-// as *arcp.Error. On success the connection's goroutines are running; Close
+// as *arcp.Error; a takeover (cfg.Resume) welcomed into another session is a
+// *LostError wrapping ErrResumeMismatch, as a resume's is. On success the connection's goroutines are running; Close
 // (or the end of the session) stops them.
 func Dial(ctx context.Context, cfg Config) (*Conn, error) {
 	cfg = cfg.withDefaults()
@@ -156,8 +157,13 @@ func Dial(ctx context.Context, cfg Config) (*Conn, error) {
 	}
 	hs, err := c.handshake(ctx, resume)
 	if err == nil && resume != nil && hs.sessionID != resume.SessionID {
+		// As the supervisor's resume (reconnect) reports it: the session
+		// is lost because the runtime welcomed another one, not because
+		// a resume window expired.
 		hs.ws.CloseNow()
-		err = &arcp.Error{Code: arcp.CodeResumeWindowExpired, Message: "the runtime answered the takeover with another session"}
+		c.ctr.ResumeFailures.Add(1)
+		err = &LostError{Code: arcp.CodeInternalError,
+			Err: fmt.Errorf("%w: took over %q, welcomed %.64q", ErrResumeMismatch, resume.SessionID, hs.sessionID)}
 	}
 	if err != nil {
 		c.state.Store(int32(StateClosed))

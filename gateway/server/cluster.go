@@ -81,6 +81,21 @@ type ClusterConfig struct {
 	// call (default 2 s; negative: off). A stale entry is safe: see
 	// cluster.OwnerCache.
 	OwnerCacheTTL time.Duration
+	// PeerFirstByte bounds how long a forward waits for the owner's
+	// response header (sent before the owner runs the handler): past it
+	// the forward is abandoned and the call routed again, so that a frozen
+	// or silent owner holds a call about this long, not to its deadline.
+	// It also bounds a peer connection's handshake (default 1 s; negative:
+	// no bound on the header, 20 s on the handshake).
+	PeerFirstByte time.Duration
+	// PeerKeepalive: while forwards that the owner has taken (its header
+	// came) are in flight to a peer, a watchdog calls the peer's
+	// grpc.health.v1 Check this often, each bounded by as long; a peer
+	// that does not answer (frozen) has its connection closed, and the
+	// forwards on it end with UNAVAILABLE OWNER_UNREACHABLE (default 1 s;
+	// negative: off). grpc-go's own keepalive cannot ping more often than
+	// every 10 s.
+	PeerKeepalive time.Duration
 	// PeerDialOptions replace the default options of peer connections
 	// (plaintext, or PeerTLS): give transport credentials for TLS between
 	// replicas.
@@ -108,6 +123,8 @@ func (c *ClusterConfig) setDefaults() {
 	def(&c.HandoffGrace, 5*time.Second)
 	def(&c.OwnerCacheTTL, 2*time.Second)
 	def(&c.RebalanceMinStay, 5*time.Second)
+	def(&c.PeerFirstByte, time.Second)
+	def(&c.PeerKeepalive, time.Second)
 	if c.RebalancePerSecond == 0 {
 		c.RebalancePerSecond = 50
 	}
@@ -164,8 +181,10 @@ type clusterState struct {
 	inflight atomic.Int64 // unary session calls served here
 	draining atomic.Bool  // handoff begun: no takeovers, no claims
 
-	peersMu sync.Mutex
-	peers   map[string]*grpc.ClientConn // guarded by peersMu; by address
+	peersMu   sync.Mutex
+	peers     map[string]*grpc.ClientConn // guarded by peersMu; by address
+	watchdogs map[string]*watchdog        // guarded by peersMu; by address
+	dogs      sync.WaitGroup              // watchdog goroutines; waited for by close
 
 	mu      sync.Mutex
 	owned   map[string]*owned          // guarded by mu; by session id
@@ -220,7 +239,7 @@ func newClusterState(cfg ClusterConfig, self string, table *session.Table[*upstr
 	c := &clusterState{
 		cfg: cfg, dir: cfg.Directory, self: self, secret: []byte(cfg.Secret), table: table, runtimes: runtimes,
 		tmpl: tmpl, features: features, retained: retained, log: log.With("component", "cluster"), m: m,
-		peers: make(map[string]*grpc.ClientConn), owned: make(map[string]*owned),
+		peers: make(map[string]*grpc.ClientConn), watchdogs: make(map[string]*watchdog), owned: make(map[string]*owned),
 		pending: make(map[*upstream.Conn]*owned), flights: make(map[string]*takeoverFlight),
 		owners: cluster.NewOwnerCache(cfg.OwnerCacheTTL, 0), codec: wirecodec.NewCodec(),
 	}
@@ -1073,6 +1092,7 @@ func (c *clusterState) handoff(ctx context.Context) {
 func (c *clusterState) close() {
 	c.stopLoop()
 	c.cancel()
+	c.dogs.Wait()
 	c.peersMu.Lock()
 	defer c.peersMu.Unlock()
 	for addr, cc := range c.peers {
@@ -1096,13 +1116,20 @@ func (c *clusterState) peer(addr string) (*grpc.ClientConn, error) {
 	default:
 		opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	}
+	connect := 20 * time.Second
+	if c.cfg.PeerFirstByte > 0 {
+		connect = c.cfg.PeerFirstByte
+	}
 	opts = append(opts, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)),
 		// A restarted peer is back within a second: do not let grpc-go's
 		// backoff (up to two minutes) fail calls for it meanwhile.
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
-			MinConnectTimeout: 2 * time.Second,
-		}))
+			MinConnectTimeout: connect,
+		}),
+		// Marks forwards whose request went out (cluster_forward.go).
+		grpc.WithStatsHandler(peerStats{}))
+
 	opts = append(opts, peerWindowOptions(c.cfg.window)...)
 	if tp := c.cfg.tracer; tp != nil {
 		// A forwarded call continues the forwarder's trace: a client span

@@ -81,6 +81,14 @@ type ClusterConfig struct {
 	// call (default 2 s; negative: off). A stale entry is safe: see
 	// cluster.OwnerCache.
 	OwnerCacheTTL time.Duration
+	// LameDuck is how long a draining replica goes on serving after it has
+	// handed its sessions off: health NOT_SERVING, it accepts calls and
+	// forwards them to the replicas that adopted the sessions, while
+	// peers' owner caches (OwnerCacheTTL) and balancers' health checks
+	// move away from it; then streams it relays are cut (UNAVAILABLE
+	// DRAINING with the cursor to resume from), and gRPC stops gracefully
+	// (GOAWAY) and closes its listener. Default 3 s; negative: none.
+	LameDuck time.Duration
 	// PeerFirstByte bounds how long a forward waits for the owner's
 	// response header (sent before the owner runs the handler): past it
 	// the forward is abandoned and the call routed again, so that a frozen
@@ -124,6 +132,7 @@ func (c *ClusterConfig) setDefaults() {
 	def(&c.OwnerCacheTTL, 2*time.Second)
 	def(&c.RebalanceMinStay, 5*time.Second)
 	def(&c.PeerFirstByte, time.Second)
+	def(&c.LameDuck, 3*time.Second)
 	def(&c.PeerKeepalive, time.Second)
 	if c.RebalancePerSecond == 0 {
 		c.RebalancePerSecond = 50
@@ -195,6 +204,11 @@ type clusterState struct {
 	ctx     context.Context            // lifetime of takeover dials; cancelled by Shutdown
 	cancel  context.CancelFunc
 
+	// relaysEnd is cancelled when the lame duck ends: streams this
+	// replica relays to other owners are cut then (see lameDuck).
+	relaysEnd context.Context
+	endRelays context.CancelFunc
+
 	// The ownership core (cluster.Ownership): every ownership decision —
 	// lease, grace, lapse, flush restore, takeover, resume hold — is its.
 	coreMu sync.Mutex
@@ -250,6 +264,7 @@ func newClusterState(cfg ClusterConfig, self string, table *session.Table[*upstr
 	c.core.MarkerSeen(time.Now(), cfg.Directory.LastMarker())
 	c.healthy.Store(true)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.relaysEnd, c.endRelays = context.WithCancel(context.Background())
 	return c
 }
 
@@ -1088,9 +1103,32 @@ func (c *clusterState) handoff(ctx context.Context) {
 	wg.Wait()
 }
 
+// lameDuck is the part of Shutdown after the hand-off: the replica goes on
+// serving for LameDuck (bounded by half of what is left of ctx), calls for
+// the sessions it handed off forwarded to their adopters; then the streams
+// it relays are cut, so that the graceful stop does not wait for them.
+func (c *clusterState) lameDuck(ctx context.Context) {
+	defer c.endRelays()
+	d := c.cfg.LameDuck
+	if d <= 0 {
+		return
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		d = min(d, time.Until(dl)/2)
+	}
+	c.log.Info("lame duck: serving and forwarding to the adopters before closing the listener", "for", d)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
 // close ends takeover dials and closes the peer connections.
 func (c *clusterState) close() {
 	c.stopLoop()
+	c.endRelays()
 	c.cancel()
 	c.dogs.Wait()
 	c.peersMu.Lock()

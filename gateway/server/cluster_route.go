@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -837,7 +838,14 @@ func (c *clusterState) forwardStream(ss grpc.ServerStream, method string, mi *me
 	desc := &grpc.StreamDesc{ServerStreams: mi.serverStreams, ClientStreams: mi.clientStreams}
 	// unsent is the answer of a stream that did not reach the owner: it is
 	// routed again (nothing was relayed to the caller yet).
+	stopCut := context.AfterFunc(c.relaysEnd, func() { at.cancel(errRelayCut) })
+	defer stopCut()
+	var cursor uint64 // event_seq of the last message relayed (WatchJob)
+	seqField := mi.out.Descriptor().Fields().ByName("event_seq")
 	unsent := func(err error) (bool, error) {
+		if errors.Is(context.Cause(at.ctx), errRelayCut) {
+			return false, relayCutStatus(id, cursor)
+		}
 		why, ok := at.unreachable(ss.Context(), err)
 		if !ok {
 			c.owners.Forget(id)
@@ -896,6 +904,10 @@ func (c *clusterState) forwardStream(ss grpc.ServerStream, method string, mi *me
 			if errors.Is(err, io.EOF) {
 				err = nil
 			}
+			if errors.Is(context.Cause(at.ctx), errRelayCut) {
+				sendHeader()
+				return false, relayCutStatus(id, cursor)
+			}
 			retry := c.forwardOutcome(id, owner, err, attempt, hdr, cs.Trailer()) && relayed == 0 && !mi.clientStreams
 			if retry {
 				return true, c.peerError(err, owner, addr)
@@ -913,5 +925,22 @@ func (c *clusterState) forwardStream(ss grpc.ServerStream, method string, mi *me
 		if err := ss.SendMsg(m); err != nil {
 			return false, err
 		}
+		if seqField != nil && seqField.Kind() == protoreflect.Uint64Kind {
+			cursor = m.ProtoReflect().Get(seqField).Uint()
+		}
 	}
+}
+
+// errRelayCut is the cause of a relayed stream cut at the end of the lame
+// duck.
+var errRelayCut = errors.New("cluster: this replica is shutting down")
+
+// relayCutStatus is the answer of a stream cut at the end of the lame
+// duck: retryable, with the cursor to resume from (for WatchJob: the last
+// event_seq relayed, also as ErrorInfo from_event_seq).
+func relayCutStatus(id string, cursor uint64) error {
+	seq := strconv.FormatUint(cursor, 10)
+	return gatewayStatus(codes.Unavailable, "DRAINING",
+		"this replica is shutting down and cut the stream it relayed for session "+id+": call again (another replica answers); WatchJob from event_seq "+seq,
+		map[string]string{"from_event_seq": seq})
 }

@@ -594,7 +594,10 @@ func (g *Gateway) RetainedBytes() *budget.Budget { return g.retained }
 
 // Shutdown drains in a fixed order: health NOT_SERVING and infrastructure
 // streams (health Watch, reflection) ended, new sessions refused and every
-// upstream session closed gracefully, then gRPC stopped gracefully. When ctx
+// upstream session closed gracefully (in cluster mode: handed off, then a
+// lame-duck period of ClusterConfig.LameDuck in which calls are still
+// accepted and forwarded to the adopters), then gRPC stopped gracefully
+// (GOAWAY, listener closed). When ctx
 // ends first it stops hard and returns an error wrapping ErrHardStop. In-flight
 // calls on a closed session end with UNAVAILABLE. Shutdown returns once every
 // goroutine the gateway started has ended.
@@ -603,9 +606,12 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.health.Shutdown() // every service NOT_SERVING, Watch streams told
 	g.endStreamsOnce.Do(func() { close(g.endStreams) })
 	if g.cluster != nil {
-		// Cluster mode: hand the sessions off instead of closing them.
+		// Cluster mode: hand the sessions off instead of closing them,
+		// then serve as a lame duck (forwarding to the adopters) while
+		// peers and balancers move away.
 		g.cluster.handoff(ctx)
 		defer g.cluster.close()
+		g.cluster.lameDuck(ctx)
 	}
 	drainErr := g.table.Drain(ctx)
 	stopped := make(chan struct{})

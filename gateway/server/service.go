@@ -521,6 +521,7 @@ func (s *service) WatchJob(req *sessiongatev1.WatchJobRequest, stream sessiongat
 	defer w.Close()
 	snd := s.startSender(stream)
 	defer snd.close()
+	cursor := req.GetFromEventSeq() // the last event_seq sent
 	for {
 		item, err := w.Next(ctx)
 		if err != nil {
@@ -531,11 +532,17 @@ func (s *service) WatchJob(req *sessiongatev1.WatchJobRequest, stream sessiongat
 				// Shed under the session's caps: say which job's stream.
 				return slowConsumerStatus(req.GetJobId())
 			}
+			if errors.Is(err, upstream.ErrDetached) {
+				// Handed off (a draining replica) or taken over: the
+				// caller resumes elsewhere from the cursor.
+				return handedOffStatus(req.GetJobId(), cursor)
+			}
 			return s.err(err)
 		}
 		if err := snd.send(ctx, watchItem(item)); err != nil {
 			return err
 		}
+		cursor = item.Seq
 		if item.Result != nil || item.Error != nil {
 			return nil
 		}

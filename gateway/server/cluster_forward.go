@@ -112,18 +112,26 @@ func (a *attempt) unreachable(parent context.Context, err error) (why string, ok
 // (or is not yet judged gone: OWNER_SUSPECT) until the directory names a
 // live owner, within the caller's deadline: it ends a reserve before the
 // deadline (so the new owner has time to serve the call) and at most
-// ownerWaitCap after it began. A call without a deadline waits the cap.
+// ClusterConfig.OwnerWait after it began.
 type ownerWait struct {
 	until time.Time
 	delay time.Duration
 }
 
+// ownerWait is the longest wait of one call for a new owner.
+func (c *clusterState) ownerWait() time.Duration {
+	if c.cfg.OwnerWait > 0 {
+		return c.cfg.OwnerWait
+	}
+	return 0
+}
+
 // pause waits before the next routing. false: the wait is over (the
 // caller gets the last answer, which is retryable).
-func (w *ownerWait) pause(ctx context.Context, ttl time.Duration) bool {
+func (w *ownerWait) pause(ctx context.Context, limit time.Duration) bool {
 	now := time.Now()
 	if w.until.IsZero() {
-		w.until = now.Add(2*ttl + time.Second)
+		w.until = now.Add(limit)
 		if dl, ok := ctx.Deadline(); ok {
 			reserve := max(dl.Sub(now)/10, ownerWaitReserve)
 			w.until = minTime(w.until, dl.Add(-reserve))

@@ -503,7 +503,7 @@ func (g *Gateway) clusterUnary(ctx context.Context, req any, info *grpc.UnarySer
 	var wait ownerWait
 	for attempt := 0; ; attempt++ {
 		a, addr, owner, err := c.route(ctx, id, attempt == 0, isWrite(info.FullMethod, false))
-		if c.mayWait(ctx, a, err) && wait.pause(ctx, c.dir.LeaseTTL()) {
+		if c.mayWait(ctx, a, err) && wait.pause(ctx, c.ownerWait()) {
 			continue
 		}
 		switch a {
@@ -566,7 +566,7 @@ func (c *clusterState) againTo(ctx context.Context, last *forwardTry, wait *owne
 	if attempt == 0 || (attempt == 1 && !last.same(owner, addr)) {
 		return true
 	}
-	return wait.pause(ctx, c.dir.LeaseTTL())
+	return wait.pause(ctx, c.ownerWait())
 }
 
 // mayWait says whether a call routed to a (not) decision waits for a new
@@ -760,7 +760,7 @@ func (g *Gateway) clusterStream(srv any, ss grpc.ServerStream, info *grpc.Stream
 	var wait ownerWait
 	for attempt := 0; ; attempt++ {
 		a, addr, owner, err := c.route(ctx, id, attempt == 0, isWrite(info.FullMethod, mi.serverStreams))
-		if c.mayWait(ctx, a, err) && wait.pause(ctx, c.dir.LeaseTTL()) {
+		if c.mayWait(ctx, a, err) && wait.pause(ctx, c.ownerWait()) {
 			continue
 		}
 		switch a {

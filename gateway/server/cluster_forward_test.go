@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -208,4 +209,68 @@ func counterOf(c prometheus.Counter) float64 {
 		return -1
 	}
 	return m.GetCounter().GetValue()
+}
+
+// TestLameDuckGoawayFirstListenerLast: SIGTERM's Shutdown of gw-a (lame
+// duck 4 s) sends GOAWAY at once to a client connection made before it —
+// the connection leaves READY while the lame duck lasts — while gw-a's
+// listener still accepts: a new connection made then runs a job on the
+// session gw-a owned, which gw-a forwards to the adopter gw-b. Once
+// Shutdown has returned the port refuses connections. (grpc-go alone sends
+// GOAWAY only when it closes the listener.)
+func TestLameDuckGoawayFirstListenerLast(t *testing.T) {
+	ctx := ctxT(t, 60*time.Second)
+	r := newForwardRig(t)
+	a := r.start("gw-a", func(cc *ClusterConfig) { cc.LameDuck = 4 * time.Second })
+	b := r.start("gw-b", func(cc *ClusterConfig) { cc.SweepEvery = 20 * time.Millisecond })
+	open, err := a.client.OpenSession(ctx, &sessiongatev1.OpenSessionRequest{ClientName: "lame-duck-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := open.GetSessionId()
+	before, err := grpc.NewClient(a.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer before.Close()
+	if owner, err := echoOn(ctx, &forwardReplica{client: sessiongatev1.NewSessionGatewayClient(before)}, sid, 5*time.Second); err != nil || owner != "gw-a" {
+		t.Fatalf("RunJob on gw-a before the shutdown: owner %q, %v", owner, err)
+	}
+	downDone := make(chan struct{})
+	go func() { defer close(downDone); a.down() }()
+	t.Cleanup(func() { <-downDone })
+
+	wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if !before.WaitForStateChange(wctx, connectivity.Ready) {
+		t.Fatal("the connection made before the shutdown got no GOAWAY within 3 s of it (the lame duck lasts 4 s)")
+	}
+	select {
+	case <-downDone:
+		t.Fatal("Shutdown returned before the lame duck ended")
+	default:
+	}
+	waitOwner(t, ctx, b.dir, sid, "gw-b")
+	during, err := grpc.NewClient(a.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer during.Close()
+	owner, err := echoOn(ctx, &forwardReplica{client: sessiongatev1.NewSessionGatewayClient(during)}, sid, 5*time.Second)
+	if err != nil {
+		t.Fatalf("RunJob on a new connection to gw-a in its lame duck: %v", err)
+	}
+	if owner != "gw-b" {
+		t.Fatalf("served by %q, want the adopter gw-b (forwarded by gw-a)", owner)
+	}
+	select {
+	case <-downDone:
+		t.Fatal("Shutdown returned before the lame duck ended")
+	default:
+	}
+	<-downDone
+	if c, err := net.DialTimeout("tcp", a.addr, time.Second); err == nil {
+		c.Close()
+		t.Fatal("gw-a's port accepts connections after Shutdown")
+	}
 }

@@ -200,6 +200,9 @@ type clusterState struct {
 	healthy  atomic.Bool  // the last directory operation worked
 	inflight atomic.Int64 // unary session calls served here
 	draining atomic.Bool  // handoff begun: no takeovers, no claims
+	// handingOff: the hand-off detaches the sessions now; unary calls on
+	// them are routed again instead of served (see clusterUnary).
+	handingOff atomic.Bool
 
 	peersMu   sync.Mutex
 	peers     map[string]*grpc.ClientConn // guarded by peersMu; by address
@@ -1079,16 +1082,12 @@ func (c *clusterState) handoff(ctx context.Context) {
 	if dl, ok := ctx.Deadline(); ok {
 		grace = min(grace, time.Until(dl)/2)
 	}
-	wait, cancel := context.WithTimeout(ctx, grace)
-	poll := time.NewTicker(10 * time.Millisecond)
-	for c.inflight.Load() > 0 && wait.Err() == nil {
-		select {
-		case <-wait.Done():
-		case <-poll.C:
-		}
-	}
-	poll.Stop()
-	cancel()
+	until := time.Now().Add(grace)
+	c.waitIdle(ctx, until)
+	// Calls admitted from now on are routed again (clusterUnary); those
+	// admitted just before get the rest of the grace (at least 100 ms).
+	c.handingOff.Store(true)
+	c.waitIdle(ctx, later(until, time.Now().Add(100*time.Millisecond)))
 	var wg sync.WaitGroup
 	for _, o := range c.snapshot() {
 		wg.Add(1)
@@ -1134,6 +1133,27 @@ func (c *clusterState) lameDuck(ctx context.Context) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
+}
+
+// waitIdle waits until no unary session call is in progress here, or until.
+func (c *clusterState) waitIdle(ctx context.Context, until time.Time) {
+	wait, cancel := context.WithDeadline(ctx, until)
+	defer cancel()
+	poll := time.NewTicker(10 * time.Millisecond)
+	defer poll.Stop()
+	for c.inflight.Load() > 0 && wait.Err() == nil {
+		select {
+		case <-wait.Done():
+		case <-poll.C:
+		}
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // close ends takeover dials and closes the peer connections.

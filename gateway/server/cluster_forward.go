@@ -13,6 +13,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
+
+	"github.com/sessiongate/sessiongate/gateway/upstream"
 )
 
 // A forward's fate, as the forwarder can know it.
@@ -294,4 +296,20 @@ func (c *clusterState) dropPeer(addr string, cc *grpc.ClientConn) {
 	}
 	c.peersMu.Unlock()
 	_ = cc.Close()
+}
+
+// detachKey carries a unary call's *detachMark to the handler's session
+// lookup (service.acquire).
+type detachKey struct{}
+
+// detachMark is set when the handler's session lookup found the session
+// detached (handed off): the handler failed before anything reached the
+// runtime, so the call may be routed again.
+type detachMark struct{ detached atomic.Bool }
+
+// noteDetached marks ctx's call when err says its session was detached.
+func noteDetached(ctx context.Context, err error) {
+	if m, ok := ctx.Value(detachKey{}).(*detachMark); ok && errors.Is(err, upstream.ErrDetached) {
+		m.detached.Store(true)
+	}
 }

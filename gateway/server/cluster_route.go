@@ -511,22 +511,47 @@ func (g *Gateway) clusterUnary(ctx context.Context, req any, info *grpc.UnarySer
 			if err != nil {
 				return nil, c.routeError(a, id, owner, addr, err)
 			}
+			c.inflight.Add(1)
+			if a == cluster.Serve && c.handingOff.Load() {
+				// The hand-off is detaching this replica's sessions:
+				// the handler would find this one gone. Routed again
+				// once it is handed off (then forwarded to the
+				// adopter); a forwarded call is refused (DRAINING,
+				// before the handler), and its forwarder routes it.
+				c.inflight.Add(-1)
+				if forwardedFrom(ctx) == "" && wait.pause(ctx, c.ownerWait()) {
+					continue
+				}
+				return nil, c.routeError(a, id, owner, addr, session.ErrDraining)
+			}
+			forwarded := forwardedFrom(ctx) != ""
 			if a == cluster.Serve {
-				if forwardedFrom(ctx) == "" {
-					_ = grpc.SetHeader(ctx, c.selfHints)
-				} else {
+				if forwarded {
 					// At once, before the handler: the forwarder's
 					// sign that the call was taken (PeerFirstByte).
 					sendOwnerHeader(ctx, nil, c.selfHints)
 				}
-				_ = grpc.SetTrailer(ctx, c.selfHints)
 				if err := c.prepareLocal(ctx, id, jobID); err != nil {
+					c.inflight.Add(-1)
 					return nil, err
 				}
 			}
-			c.inflight.Add(1)
-			defer c.inflight.Add(-1)
-			resp, err := handler(ctx, req)
+			mark := &detachMark{}
+			resp, err := handler(context.WithValue(ctx, detachKey{}, mark), req)
+			c.inflight.Add(-1)
+			if err != nil && mark.detached.Load() && !forwarded && wait.pause(ctx, c.ownerWait()) {
+				// The session was handed off (hand-off, rebalance,
+				// fence) between routing and the handler's lookup,
+				// which failed before anything reached the runtime:
+				// routed again, to the session's new owner.
+				continue
+			}
+			if a == cluster.Serve {
+				if !forwarded {
+					_ = grpc.SetHeader(ctx, c.selfHints)
+				}
+				_ = grpc.SetTrailer(ctx, c.selfHints)
+			}
 			if err == nil && info.FullMethod == sessiongatev1.SessionGateway_CloseSession_FullMethodName {
 				c.closedByCaller(id)
 			}

@@ -296,6 +296,7 @@ func (s *service) submitPayload(req jobRequest, input []byte) (arcp.Submit, erro
 func (s *service) acquire(ctx context.Context, id string) (*session.Session[*upstream.Conn], func(), error) {
 	sess, release, err := s.table.Acquire(id, callerFrom(ctx))
 	if err != nil {
+		noteDetached(ctx, err) // cluster mode: the call may be routed again
 		return nil, nil, s.err(err)
 	}
 	return sess, release, nil

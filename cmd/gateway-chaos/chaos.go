@@ -39,9 +39,12 @@ type Options struct {
 	Progress            io.Writer
 }
 
-// enforceAvailabilityDefault is -enforce-availability's default: off until
-// the fixes of issue 31 (lame duck, bounded forwards, balancer recipes,
-// resuming clients) are merged; the lead flips it then.
+// enforceAvailabilityDefault is -enforce-availability's default. Still off
+// with issue 31's lame duck, re-routed and bounded forwards and balancer
+// recipes in: -short passes every availability check but the freeze
+// outage, which the load's direct route holds for the whole freeze (a call
+// it sends to the frozen replica itself waits for the thaw: "longest call
+// RunJob via direct"), not the cluster; see the README's Cluster figures.
 const enforceAvailabilityDefault = false
 
 func defaultOptions(short bool) Options {

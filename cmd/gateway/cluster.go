@@ -85,7 +85,7 @@ func openCluster(ctx context.Context, o *options, listenAddr string, reg prometh
 	}
 	return &clusterSetup{dir: d, cfg: server.ClusterConfig{
 		RebalancePerSecond: rebalance,
-		Directory: d, Advertise: adv, Secret: o.clusterSecret, AckLag: o.ackLag, PeerTLS: pt,
+		Directory:          d, Advertise: adv, Secret: o.clusterSecret, AckLag: o.ackLag, PeerTLS: pt,
 		LameDuck: off(o.lameDuck), PeerFirstByte: off(o.peerFirstByte), PeerKeepalive: off(o.peerKeepalive), OwnerWait: off(o.ownerWait),
 	}}, nil
 }

@@ -84,8 +84,7 @@ func openCluster(ctx context.Context, o *options, listenAddr string, reg prometh
 		rebalance = -1 // the config's zero is its default
 	}
 	return &clusterSetup{dir: d, cfg: server.ClusterConfig{
-		RebalancePerSecond: rebalance,
-		Directory:          d, Advertise: adv, Secret: o.clusterSecret, AckLag: o.ackLag, PeerTLS: pt,
+		Directory: d, Advertise: adv, Secret: o.clusterSecret, AckLag: o.ackLag, PeerTLS: pt, RebalancePerSecond: rebalance,
 		LameDuck: off(o.lameDuck), PeerFirstByte: off(o.peerFirstByte), PeerKeepalive: off(o.peerKeepalive), OwnerWait: off(o.ownerWait),
 	}}, nil
 }

@@ -85,12 +85,16 @@
 // close) calls the peer's health Check every PeerKeepalive, bounded by as
 // long; a peer that does not answer (SIGSTOP, a VM pause) has its
 // connection closed, which ends those forwards. Shutdown in cluster mode:
-// health NOT_SERVING, hand-off, then LameDuck in which calls are still
-// accepted and forwarded to the adopters (peers' caches and balancers move
-// away meanwhile), then the streams this replica relays are cut with
-// UNAVAILABLE DRAINING and ErrorInfo from_event_seq, then GracefulStop
-// (GOAWAY; grpc-go closes the listener in the same step). A WatchJob of a
-// handed-off session ends UNAVAILABLE SESSION_HANDED_OFF with
+// health NOT_SERVING and GOAWAY to every connection (a second gRPC server
+// takes the listener over while the first stops gracefully: lameduck.go),
+// hand-off (a unary call admitted after it began detaching is routed
+// again instead of served, as is one whose handler found its session
+// detached before reaching the runtime), then LameDuck in which calls are
+// still accepted and forwarded to the adopters (peers' caches and
+// balancers move away meanwhile), then the streams this replica relays
+// are cut with UNAVAILABLE DRAINING and ErrorInfo from_event_seq, then the
+// listener is closed and the second server stops gracefully. A WatchJob of
+// a handed-off session ends UNAVAILABLE SESSION_HANDED_OFF with
 // from_event_seq too.
 //
 // # Goroutines and shutdown

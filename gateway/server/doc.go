@@ -115,7 +115,11 @@
 //     before the hand-off), and within one of its passes the bounded
 //     workers of its writes and of the sweep's takeovers, each pass waiting
 //     for its own; and a watchdog per peer with forwards in flight
-//     (awaited by the cluster's close, at the end of Shutdown).
+//     (awaited by the cluster's close, at the end of Shutdown); the
+//     listener's accept goroutine (lameduck.go's acceptMux, ended and
+//     awaited when Shutdown closes the listener), the lame duck's server
+//     (its Serve awaited by Serve) and the first server's GracefulStop
+//     (awaited by Shutdown).
 //
 // Shutdown drains in a fixed order: health NOT_SERVING and infrastructure
 // streams ended, new sessions refused and every upstream session closed

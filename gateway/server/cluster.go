@@ -203,6 +203,9 @@ type clusterState struct {
 	// handingOff: the hand-off detaches the sessions now; unary calls on
 	// them are routed again instead of served (see clusterUnary).
 	handingOff atomic.Bool
+	// moving: session ids the rebalancer is about to detach (see
+	// movingSession).
+	moving sync.Map
 
 	peersMu   sync.Mutex
 	peers     map[string]*grpc.ClientConn // guarded by peersMu; by address
@@ -897,16 +900,20 @@ func (c *clusterState) rebalance(ctx context.Context, live []string, now time.Ti
 		if cluster.Preferred(o.id, live) == c.self || now.Sub(o.since) < c.cfg.RebalanceMinStay {
 			continue
 		}
+		c.moving.Store(o.id, struct{}{}) // before Busy: see movingSession
 		sess, ok := c.table.Get(o.id, o.caller)
 		if !ok || sess.Busy() || o.conn.ActiveJobs() > 0 || !c.mayServe(o.id) {
+			c.moving.Delete(o.id)
 			continue
 		}
 		o.mu.Lock()
 		if o.epoch == 0 || o.token != "" {
 			o.mu.Unlock()
+			c.moving.Delete(o.id)
 			continue
 		}
 		o.conn.Detach()
+		c.moving.Delete(o.id)
 		err := c.dir.Release(c.ctx, o.id, o.epoch)
 		o.mu.Unlock()
 		c.observe(err)

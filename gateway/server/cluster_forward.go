@@ -313,3 +313,24 @@ func noteDetached(ctx context.Context, err error) {
 		m.detached.Store(true)
 	}
 }
+
+// movingSession says the rebalancer is moving session id. A call that has
+// just looked the session up (Table.Acquire made it busy) gives it back and
+// is routed again instead (service.acquire): the rebalancer marks the
+// session moving before it checks that it is not busy, a call marks it
+// busy before it checks that it is not moving, so one of the two always
+// sees the other — a move never detaches a session under a call that got
+// past its lookup (which ended UNAVAILABLE SESSION_HANDED_OFF).
+// Only a unary call routed by clusterUnary (which carries a detachMark)
+// is gated; streams are left as they were.
+func (c *clusterState) movingSession(ctx context.Context, id string) bool {
+	m, ok := ctx.Value(detachKey{}).(*detachMark)
+	if !ok {
+		return false
+	}
+	if _, moving := c.moving.Load(id); !moving {
+		return false
+	}
+	m.detached.Store(true)
+	return true
+}

@@ -539,12 +539,21 @@ func (g *Gateway) clusterUnary(ctx context.Context, req any, info *grpc.UnarySer
 			mark := &detachMark{}
 			resp, err := handler(context.WithValue(ctx, detachKey{}, mark), req)
 			c.inflight.Add(-1)
-			if err != nil && mark.detached.Load() && !forwarded && wait.pause(ctx, c.ownerWait()) {
+			if err != nil && mark.detached.Load() {
 				// The session was handed off (hand-off, rebalance,
 				// fence) between routing and the handler's lookup,
 				// which failed before anything reached the runtime:
-				// routed again, to the session's new owner.
-				continue
+				// routed again, to the session's new owner; a
+				// forwarded call is refused as not the owner's, and
+				// its forwarder routes it again.
+				if forwarded {
+					return nil, gatewayStatus(codes.Unavailable, "NOT_OWNER",
+						"session "+id+" was handed off by "+c.self+" before this forwarded call ran: retry, or call the session's owner",
+						map[string]string{"instance_id": c.self})
+				}
+				if wait.pause(ctx, c.ownerWait()) {
+					continue
+				}
 			}
 			if a == cluster.Serve {
 				if !forwarded {

@@ -299,6 +299,10 @@ func (s *service) acquire(ctx context.Context, id string) (*session.Session[*ups
 		noteDetached(ctx, err) // cluster mode: the call may be routed again
 		return nil, nil, s.err(err)
 	}
+	if s.cluster != nil && s.cluster.movingSession(ctx, id) {
+		release() // being moved: routed again (clusterUnary)
+		return nil, nil, s.err(upstream.ErrDetached)
+	}
 	return sess, release, nil
 }
 

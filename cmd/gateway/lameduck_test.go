@@ -79,11 +79,9 @@ func TestClusterRollingRestartLameDuck(t *testing.T) {
 	if v := os.Getenv("SESSIONGATE_TEST_LAME_DUCK"); v != "" {
 		lameDuck = v // to compare: SESSIONGATE_TEST_LAME_DUCK=0
 	}
-	// No rebalancing: a move races a call that has looked its session up
-	// (the move checks the session idle, then detaches it), which ends
-	// the call UNAVAILABLE SESSION_HANDED_OFF now and then; that race is
-	// the rebalancer's, not the drain's, and gateway-chaos counts it.
-	c, gws := startCluster(t, ctx, "--lame-duck", lameDuck, "--rebalance-per-second", "0")
+	// With rebalancing (the default): sessions move back to each
+	// restarted replica under the load; a move must not cut a call either.
+	c, gws := startCluster(t, ctx, "--lame-duck", lameDuck)
 	fleet := fleetClient(t, c)
 	var sids []string
 	for i := range 6 {

@@ -41,12 +41,11 @@ type Options struct {
 
 // enforceAvailabilityDefault is -enforce-availability's default. Still off
 // with issue 31's lame duck, re-routed and bounded forwards and balancer
-// recipes in: the freeze outage fails in every mode, held by the load's
-// direct route (a call it sends to the frozen replica itself waits for the
-// thaw: "longest call RunJob via direct"), and the rolling restart still
-// fails a call now and then (UNAVAILABLE SESSION_HANDED_OFF: a session
-// detached while a call on it was past its lookup); see the README's
-// Cluster figures.
+// recipes in, the rolling restart, kill and sessions-lost checks pass, but
+// the freeze outage fails in every mode, held by the load's direct route (a
+// call it sends to the frozen replica itself waits for the thaw: "longest
+// call RunJob via direct"), which no server-side change can shorten; see
+// the README's Cluster figures.
 const enforceAvailabilityDefault = false
 
 func defaultOptions(short bool) Options {

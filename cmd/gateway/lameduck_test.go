@@ -172,7 +172,10 @@ func TestClusterRollingRestartLameDuck(t *testing.T) {
 							failed.Add(1)
 							fail("watch cut %s names from_event_seq %q, want %d (the last event_seq delivered)", info.GetReason(), v, cursor)
 						}
-						time.Sleep(20 * time.Millisecond) // a client's pause before resuming, not synchronisation
+						select { // a client's pause before resuming, not synchronisation
+						case <-lctx.Done():
+						case <-time.After(20 * time.Millisecond):
+						}
 					}
 				}
 				if lctx.Err() != nil {

@@ -70,7 +70,10 @@
 // (max and p50 over the sessions; p50 over the victim's sessions); events
 // lost (an index never delivered although the job ended or a later index
 // came), doubled, out of order; events undelivered by watches that gave up;
-// misdeliveries; sessions lost; watch cuts by code and reason, and resumes.
+// misdeliveries; sessions lost; watch cuts by code and reason, and resumes;
+// the longest RunJob and SubmitJob call of each route (a call held by a
+// frozen replica itself, which a client connected to it cannot avoid, shows
+// there).
 //
 // Counts of failed calls depend on the load's pace: a loop whose call
 // failed waits 50 ms before its next call, as a caller would. The retry

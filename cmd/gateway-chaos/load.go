@@ -174,7 +174,7 @@ func (l *load) replace(ctx context.Context, slot int, old string) {
 			l.mu.Unlock()
 			return
 		}
-		l.rec.call("OpenSession", "nginx", slot, err, 1, time.Now())
+		l.rec.call("OpenSession", "nginx", slot, err, 1, time.Now(), 0)
 		pause(ctx, 100*time.Millisecond)
 	}
 }
@@ -209,6 +209,7 @@ func (l *load) runJobs(ctx context.Context, slot int) {
 		cctx, cancel := context.WithTimeout(sessionCtx(ctx, id), l.o.CallTimeout)
 		cctx, attempts := withAttempts(cctx)
 		rt := l.routes[n%len(l.routes)]
+		start := time.Now()
 		resp, err := rt.gw.RunJob(cctx, &sessiongatev1.RunJobRequest{SessionId: id, Agent: "echo", Input: in})
 		cancel()
 		if ctx.Err() != nil {
@@ -221,7 +222,7 @@ func (l *load) runJobs(ctx context.Context, slot int) {
 				l.rec.misdelivered(fmt.Sprintf("RunJob on %s: sent token %q, result %v", id, token, resp.GetResult()))
 			}
 		}
-		l.rec.call("RunJob", rt.name, slot, err, attempts.Load(), now)
+		l.rec.call("RunJob", rt.name, slot, err, attempts.Load(), now, now.Sub(start))
 		if err != nil {
 			if lostSession(err) {
 				l.replace(ctx, slot, id)
@@ -250,7 +251,7 @@ func (l *load) probe(ctx context.Context) {
 		if err == nil {
 			l.rec.owner(slot, resp.GetInstanceId())
 		}
-		l.rec.call("GetSessionStatus", rt.name, slot, err, attempts.Load(), time.Now())
+		l.rec.call("GetSessionStatus", rt.name, slot, err, attempts.Load(), time.Now(), 0)
 		if err != nil && lostSession(err) {
 			l.replace(ctx, slot, id)
 		}
@@ -274,12 +275,13 @@ func (l *load) watch(ctx context.Context, w int) {
 		cctx, cancel := context.WithTimeout(sessionCtx(ctx, id), l.o.CallTimeout)
 		cctx, attempts := withAttempts(cctx)
 		r := (w + job) % len(l.routes)
+		start := time.Now()
 		sub, err := l.routes[r].gw.SubmitJob(cctx, &sessiongatev1.SubmitJobRequest{SessionId: id, Agent: "stream", Input: in})
 		cancel()
 		if ctx.Err() != nil {
 			return
 		}
-		l.rec.call("SubmitJob", l.routes[r].name, slot, err, attempts.Load(), time.Now())
+		l.rec.call("SubmitJob", l.routes[r].name, slot, err, attempts.Load(), time.Now(), time.Since(start))
 		if err != nil {
 			if lostSession(err) {
 				l.replace(ctx, slot, id)

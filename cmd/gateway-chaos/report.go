@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -39,12 +40,13 @@ type window struct {
 	name       string
 	start, end time.Time
 
-	calls        map[string]int64  // "Method outcome" → n
-	examples     map[string]string // a failed outcome → the status message of its first call
-	failed       int64             // unary calls that failed (after the client's retries)
-	okRetried    int64             // unary calls that succeeded after a retry
-	maxGap       []time.Duration   // each slot's longest time without a successful call
-	lost         map[string]bool   // sessions the gateway said were gone
+	calls        map[string]int64         // "Method outcome" → n
+	examples     map[string]string        // a failed outcome → the status message of its first call
+	failed       int64                    // unary calls that failed (after the client's retries)
+	okRetried    int64                    // unary calls that succeeded after a retry
+	longest      map[string]time.Duration // "Method via route" → its longest call (RunJob, SubmitJob)
+	maxGap       []time.Duration          // each slot's longest time without a successful call
+	lost         map[string]bool          // sessions the gateway said were gone
 	misdelivered []string
 
 	jobs        int
@@ -70,7 +72,7 @@ type window struct {
 
 func newWindow(name string, sessions int, now time.Time) *window {
 	return &window{name: name, start: now, calls: map[string]int64{}, examples: map[string]string{}, maxGap: make([]time.Duration, sessions),
-		lost: map[string]bool{}, jobEnds: map[string]int{}, cuts: map[string]int{}}
+		lost: map[string]bool{}, jobEnds: map[string]int{}, cuts: map[string]int{}, longest: map[string]time.Duration{}}
 }
 
 // begin closes the current window and opens name's.
@@ -122,12 +124,17 @@ func later(a, b time.Time) time.Time {
 // call files one unary call's outcome. Only calls the session's owner must
 // serve (RunJob, SubmitJob) count for the session's outage: any replica
 // answers GetSessionStatus from the directory, owner or not.
-func (r *recorder) call(method, via string, slot int, err error, attempts int32, at time.Time) {
+// took is how long the call lasted (retries included).
+func (r *recorder) call(method, via string, slot int, err error, attempts int32, at time.Time, took time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	w := r.cur
 	if w == nil {
 		return
+	}
+	if method == "RunJob" || method == "SubmitJob" {
+		k := method + " via " + via
+		w.longest[k] = max(w.longest[k], took)
 	}
 	outcome := "OK"
 	switch {
@@ -317,27 +324,30 @@ type ScenarioReport struct {
 	// back and forth between two visits is not seen).
 	OwnerChanges int `json:"owner_changes"`
 
-	Calls           map[string]int64  `json:"calls"`    // "Method outcome" → n; an outcome is OK, "OK after retry", or "CODE REASON"
-	Examples        map[string]string `json:"examples"` // each failed outcome (and watch cut) → the status message of its first call
-	FailedCalls     int64             `json:"failed_calls"`
-	OKAfterRetry    int64             `json:"ok_after_retry"`
-	OutageMax       float64           `json:"outage_max_seconds"` // longest gap between successful calls of one session
-	OutageP50       float64           `json:"outage_p50_seconds"`
-	VictimOutageP50 float64           `json:"victim_outage_p50_seconds,omitempty"`
-	Misdelivered    int               `json:"misdelivered"`
-	Misdeliveries   []string          `json:"misdeliveries,omitempty"` // the first few
-	SessionsLost    int               `json:"sessions_lost"`
-	Jobs            int               `json:"jobs_watched"`
-	JobEnds         map[string]int    `json:"job_ends"`
-	EventsLost      int               `json:"events_lost"`
-	EventsDoubled   int               `json:"events_doubled"`
-	OutOfOrder      int               `json:"events_out_of_order"`
-	Undelivered     int               `json:"events_undelivered"` // by watches that gave up or whose session was lost
-	Unfinished      int               `json:"watches_unfinished"` // watches that gave up or whose session was lost
-	WatchResumes    int               `json:"watch_resumes"`
-	WatchCuts       map[string]int    `json:"watch_cuts"`
-	Notes           []string          `json:"notes,omitempty"`
-	Checks          []Check           `json:"checks"`
+	Calls        map[string]int64  `json:"calls"`    // "Method outcome" → n; an outcome is OK, "OK after retry", or "CODE REASON"
+	Examples     map[string]string `json:"examples"` // each failed outcome (and watch cut) → the status message of its first call
+	FailedCalls  int64             `json:"failed_calls"`
+	OKAfterRetry int64             `json:"ok_after_retry"`
+	// LongestCall: "Method via route" → its longest call, in seconds (a
+	// call held by a frozen replica shows here).
+	LongestCall     map[string]float64 `json:"longest_call_seconds"`
+	OutageMax       float64            `json:"outage_max_seconds"` // longest gap between successful calls of one session
+	OutageP50       float64            `json:"outage_p50_seconds"`
+	VictimOutageP50 float64            `json:"victim_outage_p50_seconds,omitempty"`
+	Misdelivered    int                `json:"misdelivered"`
+	Misdeliveries   []string           `json:"misdeliveries,omitempty"` // the first few
+	SessionsLost    int                `json:"sessions_lost"`
+	Jobs            int                `json:"jobs_watched"`
+	JobEnds         map[string]int     `json:"job_ends"`
+	EventsLost      int                `json:"events_lost"`
+	EventsDoubled   int                `json:"events_doubled"`
+	OutOfOrder      int                `json:"events_out_of_order"`
+	Undelivered     int                `json:"events_undelivered"` // by watches that gave up or whose session was lost
+	Unfinished      int                `json:"watches_unfinished"` // watches that gave up or whose session was lost
+	WatchResumes    int                `json:"watch_resumes"`
+	WatchCuts       map[string]int     `json:"watch_cuts"`
+	Notes           []string           `json:"notes,omitempty"`
+	Checks          []Check            `json:"checks"`
 }
 
 // Check is one threshold. Enforced checks fail the run; the others are
@@ -363,7 +373,7 @@ func scenarioReport(w *window, fault string, ttl time.Duration, enforce bool) Sc
 	sr := ScenarioReport{
 		Name: w.name, Fault: fault, Seconds: w.end.Sub(w.start).Seconds(), Victim: w.victim, Victims: len(w.victims),
 		Recovery: w.recoveredIn.Seconds(), NotRecovered: w.notRecovered, OwnerChanges: w.ownerChanges,
-		Calls: w.calls, Examples: w.examples, FailedCalls: w.failed, OKAfterRetry: w.okRetried,
+		Calls: w.calls, Examples: w.examples, FailedCalls: w.failed, OKAfterRetry: w.okRetried, LongestCall: longestOf(w.longest),
 		OutageMax: gaps[len(gaps)-1].Seconds(), OutageP50: gaps[len(gaps)/2].Seconds(),
 		Misdelivered: len(w.misdelivered), SessionsLost: len(w.lost),
 		Jobs: w.jobs, JobEnds: w.jobEnds, EventsLost: w.eventsLost, EventsDoubled: w.doubled, OutOfOrder: w.outOfOrder,
@@ -443,6 +453,9 @@ func writeText(out io.Writer, rep *Report) {
 		}
 		fmt.Fprintf(tw, "failed calls (after the client's retries)\t%d\n", sr.FailedCalls)
 		fmt.Fprintf(tw, "calls OK after a retry\t%d\n", sr.OKAfterRetry)
+		for _, k := range slices.Sorted(maps.Keys(sr.LongestCall)) {
+			fmt.Fprintf(tw, "longest call %s\t%.2fs\n", k, sr.LongestCall[k])
+		}
 		fmt.Fprintf(tw, "outage per session (max, p50)\t%.2fs, %.2fs\n", sr.OutageMax, sr.OutageP50)
 		if sr.Victims > 0 {
 			fmt.Fprintf(tw, "outage p50 of the victim's sessions\t%.2fs\n", sr.VictimOutageP50)
@@ -514,4 +527,12 @@ func countsText[V int | int64](counts map[string]V) string {
 		parts[i] = fmt.Sprintf("%s %d", k, counts[k])
 	}
 	return strings.Join(parts, ", ")
+}
+
+func longestOf(m map[string]time.Duration) map[string]float64 {
+	out := make(map[string]float64, len(m))
+	for k, d := range m {
+		out[k] = d.Seconds()
+	}
+	return out
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -72,8 +73,19 @@ func openCluster(ctx context.Context, o *options, listenAddr string, reg prometh
 		}
 	}
 	log.Info("cluster mode", "instance_id", o.instanceID, "advertise", adv, "lease_ttl", o.leaseTTL, "peer_tls", pt != nil)
+	off := func(d time.Duration) time.Duration { // 0 on the command line: off (the config's zero is its default)
+		if d <= 0 {
+			return -1
+		}
+		return d
+	}
+	rebalance := o.rebalance
+	if rebalance <= 0 {
+		rebalance = -1 // the config's zero is its default
+	}
 	return &clusterSetup{dir: d, cfg: server.ClusterConfig{
-		Directory: d, Advertise: adv, Secret: o.clusterSecret, AckLag: o.ackLag, PeerTLS: pt,
+		Directory: d, Advertise: adv, Secret: o.clusterSecret, AckLag: o.ackLag, PeerTLS: pt, RebalancePerSecond: rebalance,
+		LameDuck: off(o.lameDuck), PeerFirstByte: off(o.peerFirstByte), PeerKeepalive: off(o.peerKeepalive), OwnerWait: off(o.ownerWait),
 	}}, nil
 }
 

@@ -56,6 +56,11 @@ type options struct {
 	clusterSecret string
 	leaseTTL      time.Duration
 	ackLag        time.Duration
+	lameDuck      time.Duration
+	peerFirstByte time.Duration
+	peerKeepalive time.Duration
+	ownerWait     time.Duration
+	rebalance     float64
 	peerTLS       struct{ cert, key, ca string }
 }
 
@@ -133,6 +138,12 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	str(&o.peerTLS.cert, "peer-tls-cert", "SESSIONGATE_PEER_TLS_CERT", "", "cluster mode: this replica's certificate (PEM) for mutual TLS between replicas, with --peer-tls-key and --peer-tls-ca; forwarded calls are then accepted only over TLS with a certificate of that CA; reloaded when the files change")
 	str(&o.peerTLS.key, "peer-tls-key", "SESSIONGATE_PEER_TLS_KEY", "", "cluster mode: the private key (PEM) of --peer-tls-cert")
 	str(&o.peerTLS.ca, "peer-tls-ca", "SESSIONGATE_PEER_TLS_CA", "", "cluster mode: the CA certificate(s) (PEM) that sign every replica's --peer-tls-cert")
+	dur(&o.lameDuck, "lame-duck", "SESSIONGATE_LAME_DUCK", 3*time.Second, "cluster mode: after SIGTERM hands the sessions off, keep serving (health NOT_SERVING) and forwarding calls to the adopters this long, so peers' owner caches and balancers move away, then GOAWAY and close the listener (0: none; --shutdown-timeout must leave room)")
+	dur(&o.peerFirstByte, "peer-first-byte", "SESSIONGATE_PEER_FIRST_BYTE", time.Second, "cluster mode: a forward with no answer header from the session's owner this long (also a peer dial's bound) is abandoned and the call waits, within its deadline, for a live owner")
+	dur(&o.ownerWait, "owner-wait", "SESSIONGATE_OWNER_WAIT", time.Second, "cluster mode: longest wait of a call whose session owner does not answer (or is not yet judged gone) for a live owner, within its deadline, before UNAVAILABLE; keep it under a balancer's read timeout (0: no wait)")
+	fs.Float64Var(&o.rebalance, "rebalance-per-second", 50, "cluster mode: idle sessions moved per second to the replica the placement hash prefers (0: never) (env SESSIONGATE_REBALANCE_PER_SECOND)")
+	vars = append(vars, envFlag{"rebalance-per-second", "SESSIONGATE_REBALANCE_PER_SECOND"})
+	dur(&o.peerKeepalive, "peer-keepalive", "SESSIONGATE_PEER_KEEPALIVE", time.Second, "cluster mode: while forwards are in flight to a peer, health-check it this often; one unanswered this long closes the connection (0: off)")
 	dur(&o.ackLag, "ack-lag", "SESSIONGATE_ACK_LAG", 2*time.Second, "cluster mode: how far behind the upstream a watcher may be and still continue across a takeover")
 
 	// Environment first, so that flags given on the command line win.

@@ -81,6 +81,39 @@ type ClusterConfig struct {
 	// call (default 2 s; negative: off). A stale entry is safe: see
 	// cluster.OwnerCache.
 	OwnerCacheTTL time.Duration
+	// LameDuck is how long a draining replica goes on serving after it has
+	// handed its sessions off: health NOT_SERVING, it accepts calls and
+	// forwards them to the replicas that adopted the sessions, while
+	// peers' owner caches (OwnerCacheTTL) and balancers' health checks
+	// move away from it; then streams it relays are cut (UNAVAILABLE
+	// DRAINING with the cursor to resume from), and gRPC stops gracefully
+	// (GOAWAY) and closes its listener. Default 3 s; negative: none.
+	LameDuck time.Duration
+	// OwnerWait bounds how long a call whose owner did not answer (or is
+	// not yet judged gone) waits, within its deadline, for the directory
+	// to name a live owner before it is answered UNAVAILABLE (retryable).
+	// It must stay under the read timeout of a balancer in front (the
+	// nginx recipe's grpc_read_timeout is 1.5 s), or the balancer counts
+	// the waiting replica as failed and ejects it: with a 2 × LeaseTTL
+	// wait, gateway-chaos -short failed 58 calls through nginx in the kill
+	// scenario, with 1 s none (the client's retries cover the rest of the
+	// lease). Default 1 s; negative: no wait.
+	OwnerWait time.Duration
+	// PeerFirstByte bounds how long a forward waits for the owner's
+	// response header (sent before the owner runs the handler): past it
+	// the forward is abandoned and the call routed again, so that a frozen
+	// or silent owner holds a call about this long, not to its deadline.
+	// It also bounds a peer connection's handshake (default 1 s; negative:
+	// no bound on the header, 20 s on the handshake).
+	PeerFirstByte time.Duration
+	// PeerKeepalive: while forwards that the owner has taken (its header
+	// came) are in flight to a peer, a watchdog calls the peer's
+	// grpc.health.v1 Check this often, each bounded by as long; a peer
+	// that does not answer (frozen) has its connection closed, and the
+	// forwards on it end with UNAVAILABLE OWNER_UNREACHABLE (default 1 s;
+	// negative: off). grpc-go's own keepalive cannot ping more often than
+	// every 10 s.
+	PeerKeepalive time.Duration
 	// PeerDialOptions replace the default options of peer connections
 	// (plaintext, or PeerTLS): give transport credentials for TLS between
 	// replicas.
@@ -108,6 +141,10 @@ func (c *ClusterConfig) setDefaults() {
 	def(&c.HandoffGrace, 5*time.Second)
 	def(&c.OwnerCacheTTL, 2*time.Second)
 	def(&c.RebalanceMinStay, 5*time.Second)
+	def(&c.PeerFirstByte, time.Second)
+	def(&c.LameDuck, 3*time.Second)
+	def(&c.OwnerWait, time.Second)
+	def(&c.PeerKeepalive, time.Second)
 	if c.RebalancePerSecond == 0 {
 		c.RebalancePerSecond = 50
 	}
@@ -163,9 +200,17 @@ type clusterState struct {
 	healthy  atomic.Bool  // the last directory operation worked
 	inflight atomic.Int64 // unary session calls served here
 	draining atomic.Bool  // handoff begun: no takeovers, no claims
+	// handingOff: the hand-off detaches the sessions now; unary calls on
+	// them are routed again instead of served (see clusterUnary).
+	handingOff atomic.Bool
+	// moving: session ids the rebalancer is about to detach (see
+	// movingSession).
+	moving sync.Map
 
-	peersMu sync.Mutex
-	peers   map[string]*grpc.ClientConn // guarded by peersMu; by address
+	peersMu   sync.Mutex
+	peers     map[string]*grpc.ClientConn // guarded by peersMu; by address
+	watchdogs map[string]*watchdog        // guarded by peersMu; by address
+	dogs      sync.WaitGroup              // watchdog goroutines; waited for by close
 
 	mu      sync.Mutex
 	owned   map[string]*owned          // guarded by mu; by session id
@@ -183,6 +228,11 @@ type clusterState struct {
 	loop      chan struct{}      // guarded by mu: closed when the loop has returned
 	ctx       context.Context    // lifetime of takeover dials; cancelled by Shutdown
 	cancel    context.CancelFunc
+
+	// relaysEnd is cancelled when the lame duck ends: streams this
+	// replica relays to other owners are cut then (see lameDuck).
+	relaysEnd context.Context
+	endRelays context.CancelFunc
 
 	// The ownership core (cluster.Ownership): every ownership decision —
 	// lease, grace, lapse, flush restore, takeover, resume hold — is its.
@@ -256,7 +306,7 @@ func newClusterState(cfg ClusterConfig, self string, table *session.Table[*upstr
 	c := &clusterState{
 		cfg: cfg, dir: cfg.Directory, self: self, secret: []byte(cfg.Secret), table: table, runtimes: runtimes,
 		tmpl: tmpl, features: features, retained: retained, log: log.With("component", "cluster"), m: m,
-		peers: make(map[string]*grpc.ClientConn), owned: make(map[string]*owned),
+		peers: make(map[string]*grpc.ClientConn), watchdogs: make(map[string]*watchdog), owned: make(map[string]*owned),
 		pending: make(map[*upstream.Conn]*owned), flights: make(map[string]*takeoverFlight),
 		resuming: make(map[string]*pendingResume), resumeSem: make(chan struct{}, resumeParallel),
 		owners: cluster.NewOwnerCache(cfg.OwnerCacheTTL, 0), codec: wirecodec.NewCodec(),
@@ -268,6 +318,7 @@ func newClusterState(cfg ClusterConfig, self string, table *session.Table[*upstr
 	c.core.MarkerSeen(time.Now(), cfg.Directory.LastMarker())
 	c.healthy.Store(true)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.relaysEnd, c.endRelays = context.WithCancel(context.Background())
 	return c
 }
 
@@ -891,16 +942,20 @@ func (c *clusterState) rebalance(ctx context.Context, live []string, now time.Ti
 		if cluster.Preferred(o.id, live) == c.self || now.Sub(o.since) < c.cfg.RebalanceMinStay {
 			continue
 		}
+		c.moving.Store(o.id, struct{}{}) // before Busy: see movingSession
 		sess, ok := c.table.Get(o.id, o.caller)
 		if !ok || sess.Busy() || o.conn.ActiveJobs() > 0 || !c.mayServe(o.id) {
+			c.moving.Delete(o.id)
 			continue
 		}
 		o.mu.Lock()
 		if o.epoch == 0 || o.token != "" {
 			o.mu.Unlock()
+			c.moving.Delete(o.id)
 			continue
 		}
 		o.conn.Detach()
+		c.moving.Delete(o.id)
 		err := c.dir.Release(c.ctx, o.id, o.epoch)
 		o.mu.Unlock()
 		c.observe(err)
@@ -1371,16 +1426,12 @@ func (c *clusterState) handoff(ctx context.Context) {
 	if dl, ok := ctx.Deadline(); ok {
 		grace = min(grace, time.Until(dl)/2)
 	}
-	wait, cancel := context.WithTimeout(ctx, grace)
-	poll := time.NewTicker(10 * time.Millisecond)
-	for c.inflight.Load() > 0 && wait.Err() == nil {
-		select {
-		case <-wait.Done():
-		case <-poll.C:
-		}
-	}
-	poll.Stop()
-	cancel()
+	until := time.Now().Add(grace)
+	c.waitIdle(ctx, until)
+	// Calls admitted from now on are routed again (clusterUnary); those
+	// admitted just before get the rest of the grace (at least 100 ms).
+	c.handingOff.Store(true)
+	c.waitIdle(ctx, later(until, time.Now().Add(100*time.Millisecond)))
 	var wg sync.WaitGroup
 	for _, o := range c.snapshot() {
 		wg.Add(1)
@@ -1406,11 +1457,56 @@ func (c *clusterState) handoff(ctx context.Context) {
 	wg.Wait()
 }
 
+// lameDuck is the part of Shutdown after the hand-off: the replica goes on
+// serving for LameDuck (bounded by half of what is left of ctx), calls for
+// the sessions it handed off forwarded to their adopters; then the streams
+// it relays are cut, so that the graceful stop does not wait for them.
+func (c *clusterState) lameDuck(ctx context.Context) {
+	defer c.endRelays()
+	d := c.cfg.LameDuck
+	if d <= 0 {
+		return
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		d = min(d, time.Until(dl)/2)
+	}
+	c.log.Info("lame duck: serving and forwarding to the adopters before closing the listener", "for", d)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// waitIdle waits until no unary session call is in progress here, or until.
+func (c *clusterState) waitIdle(ctx context.Context, until time.Time) {
+	wait, cancel := context.WithDeadline(ctx, until)
+	defer cancel()
+	poll := time.NewTicker(10 * time.Millisecond)
+	defer poll.Stop()
+	for c.inflight.Load() > 0 && wait.Err() == nil {
+		select {
+		case <-wait.Done():
+		case <-poll.C:
+		}
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
 // close ends takeover dials and closes the peer connections.
 func (c *clusterState) close() {
 	c.stopLoop()
+	c.endRelays()
 	c.cancel()
 	c.resumeWG.Wait()
+	c.dogs.Wait()
 	c.peersMu.Lock()
 	defer c.peersMu.Unlock()
 	for addr, cc := range c.peers {
@@ -1434,13 +1530,20 @@ func (c *clusterState) peer(addr string) (*grpc.ClientConn, error) {
 	default:
 		opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	}
+	connect := 20 * time.Second
+	if c.cfg.PeerFirstByte > 0 {
+		connect = c.cfg.PeerFirstByte
+	}
 	opts = append(opts, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)),
 		// A restarted peer is back within a second: do not let grpc-go's
 		// backoff (up to two minutes) fail calls for it meanwhile.
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
-			MinConnectTimeout: 2 * time.Second,
-		}))
+			MinConnectTimeout: connect,
+		}),
+		// Marks forwards whose request went out (cluster_forward.go).
+		grpc.WithStatsHandler(peerStats{}))
+
 	opts = append(opts, peerWindowOptions(c.cfg.window)...)
 	if tp := c.cfg.tracer; tp != nil {
 		// A forwarded call continues the forwarder's trace: a client span

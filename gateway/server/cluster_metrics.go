@@ -15,6 +15,7 @@ import (
 type clusterMetrics struct {
 	forwards       *prometheus.CounterVec // method, code
 	forwardSeconds prometheus.Histogram
+	forwardRetries *prometheus.CounterVec // why (not_sent, no_first_byte, refused)
 	takeovers      *prometheus.CounterVec // reason (call, sweep), result
 	decisions      *prometheus.CounterVec // the ownership core's decisions, by kind
 	handoffs       *prometheus.CounterVec // result
@@ -35,6 +36,8 @@ func newClusterMetrics(reg prometheus.Registerer, d *directory.Directory) (*clus
 			Help: "Calls forwarded to the replica that owns their session, by method and gRPC code."}, []string{"method", "code"}),
 		forwardSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sessiongate_cluster_forward_seconds",
 			Help: "Latency of forwarded unary calls, as seen by the forwarding replica.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
+		forwardRetries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sessiongate_cluster_forward_retries_total",
+			Help: "Forwards routed again, by why: not_sent (the owner could not be reached), no_first_byte (no response header within --peer-first-byte), refused (the owner's routing refused it: NOT_OWNER, DRAINING, OWNER_SUSPECT, LEASE_LAPSED)."}, []string{"why"}),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sessiongate_cluster_ownership_decisions_total",
 			Help: "Decisions of the ownership core: lease_lapse, outage, grace_wait, flush_detected, takeover_not_yet, takeover_{released,dead,self}, fenced, vanished, confirm, restore, resume_hold."}, []string{"decision"}),
 		takeovers: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sessiongate_cluster_takeovers_total",
@@ -57,7 +60,7 @@ func newClusterMetrics(reg prometheus.Registerer, d *directory.Directory) (*clus
 			Help: "Lookups of the owner cache by calls for sessions held elsewhere, by result (hit: forwarded without reading the directory)."}, []string{"result"}),
 	}
 	m.cacheHit, m.cacheMiss = m.ownerCache.WithLabelValues("hit"), m.ownerCache.WithLabelValues("miss")
-	for _, c := range []prometheus.Collector{m.forwards, m.forwardSeconds, m.takeovers, m.decisions, m.handoffs, m.fenced, m.forgedForwards, m.dirErrors, m.owned, m.resumesPending, m.resumeJumps, m.ownerCache} {
+	for _, c := range []prometheus.Collector{m.forwards, m.forwardSeconds, m.forwardRetries, m.takeovers, m.decisions, m.handoffs, m.fenced, m.forgedForwards, m.dirErrors, m.owned, m.resumesPending, m.resumeJumps, m.ownerCache} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("gateway: register cluster metrics: %w", err)
 		}

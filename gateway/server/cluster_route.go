@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -12,7 +13,6 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -500,34 +500,73 @@ func (g *Gateway) clusterUnary(ctx context.Context, req any, info *grpc.UnarySer
 		return handler(ctx, req)
 	}
 	var last forwardTry
+	var wait ownerWait
 	for attempt := 0; ; attempt++ {
 		a, addr, owner, err := c.route(ctx, id, attempt == 0, isWrite(info.FullMethod, false))
+		if c.mayWait(ctx, a, err) && wait.pause(ctx, c.ownerWait()) {
+			continue
+		}
 		switch a {
 		case cluster.Serve, cluster.NotFound:
 			if err != nil {
 				return nil, c.routeError(a, id, owner, addr, err)
 			}
-			if a == cluster.Serve {
-				if forwardedFrom(ctx) == "" {
-					// A forwarding peer reads the trailer only.
-					_ = grpc.SetHeader(ctx, c.selfHints)
+			c.inflight.Add(1)
+			if a == cluster.Serve && c.handingOff.Load() {
+				// The hand-off is detaching this replica's sessions:
+				// the handler would find this one gone. Routed again
+				// once it is handed off (then forwarded to the
+				// adopter); a forwarded call is refused (DRAINING,
+				// before the handler), and its forwarder routes it.
+				c.inflight.Add(-1)
+				if forwardedFrom(ctx) == "" && wait.pause(ctx, c.ownerWait()) {
+					continue
 				}
-				_ = grpc.SetTrailer(ctx, c.selfHints)
+				return nil, c.routeError(a, id, owner, addr, session.ErrDraining)
+			}
+			forwarded := forwardedFrom(ctx) != ""
+			if a == cluster.Serve {
+				if forwarded {
+					// At once, before the handler: the forwarder's
+					// sign that the call was taken (PeerFirstByte).
+					sendOwnerHeader(ctx, nil, c.selfHints)
+				}
 				if err := c.prepareLocal(ctx, id, jobID); err != nil {
+					c.inflight.Add(-1)
 					return nil, err
 				}
 			}
-			c.inflight.Add(1)
-			defer c.inflight.Add(-1)
-			resp, err := handler(ctx, req)
+			mark := &detachMark{}
+			resp, err := handler(context.WithValue(ctx, detachKey{}, mark), req)
+			c.inflight.Add(-1)
+			if err != nil && mark.detached.Load() {
+				// The session was handed off (hand-off, rebalance,
+				// fence) between routing and the handler's lookup,
+				// which failed before anything reached the runtime:
+				// routed again, to the session's new owner; a
+				// forwarded call is refused as not the owner's, and
+				// its forwarder routes it again.
+				if forwarded {
+					return nil, gatewayStatus(codes.Unavailable, "NOT_OWNER",
+						"session "+id+" was handed off by "+c.self+" before this forwarded call ran: retry, or call the session's owner",
+						map[string]string{"instance_id": c.self})
+				}
+				if wait.pause(ctx, c.ownerWait()) {
+					continue
+				}
+			}
+			if a == cluster.Serve {
+				if !forwarded {
+					_ = grpc.SetHeader(ctx, c.selfHints)
+				}
+				_ = grpc.SetTrailer(ctx, c.selfHints)
+			}
 			if err == nil && info.FullMethod == sessiongatev1.SessionGateway_CloseSession_FullMethodName {
 				c.closedByCaller(id)
 			}
 			return resp, err
 		case cluster.Forward:
-			if attempt > 0 && last.same(owner, addr) {
-				// The directory names the replica that just refused:
-				// give the caller its answer (retryable) instead.
+			if !c.againTo(ctx, &last, &wait, owner, addr, attempt) {
 				return nil, last.err
 			}
 			resp, retry, err := c.forwardUnary(ctx, info.FullMethod, mi, req, id, owner, addr, attempt)
@@ -541,7 +580,8 @@ func (g *Gateway) clusterUnary(ctx context.Context, req any, info *grpc.UnarySer
 	}
 }
 
-// forwardTry is a forward that was refused (NOT_OWNER, DRAINING).
+// forwardTry is a forward that was refused (NOT_OWNER, DRAINING, …) or
+// never reached its owner.
 type forwardTry struct {
 	owner, addr string
 	err         error
@@ -549,6 +589,30 @@ type forwardTry struct {
 
 func (t forwardTry) same(owner, addr string) bool {
 	return t.err != nil && t.owner == owner && t.addr == addr
+}
+
+// againTo says whether a call whose earlier forward was refused or did not
+// reach its owner (last) is forwarded to owner at addr now. The first
+// re-route to another replica goes at once; a re-route to the replica that
+// just failed, or any later one, after an ownerWait pause (false: the wait
+// is over; the caller gets last.err, which is retryable).
+func (c *clusterState) againTo(ctx context.Context, last *forwardTry, wait *ownerWait, owner, addr string, attempt int) bool {
+	if attempt == 0 || (attempt == 1 && !last.same(owner, addr)) {
+		return true
+	}
+	return wait.pause(ctx, c.ownerWait())
+}
+
+// mayWait says whether a call routed to a (not) decision waits for a new
+// owner and is routed again (ownerWait): the owner's lease is gone but its
+// absence is not yet judged (OWNER_SUSPECT), or this replica's own lease
+// lapsed (LEASE_LAPSED). A forwarded call never waits (its forwarder does,
+// and would give up on a peer silent for PeerFirstByte).
+func (c *clusterState) mayWait(ctx context.Context, a cluster.Action, err error) bool {
+	if err == nil || forwardedFrom(ctx) != "" {
+		return false
+	}
+	return a == cluster.TakeOver && (errors.Is(err, errNotYet) || errors.Is(err, errLeaseLapsed))
 }
 
 func validSessionID(id string) bool { return checkSessionID(id) == nil }
@@ -571,8 +635,9 @@ func requestIDs(req any, mi *methodInfo) (sid, jid string, err error) {
 }
 
 // forwardUnary sends a unary call to the session's owner. retry says the
-// owner refused it before running the handler (see forwardOutcome): the
-// caller routes it again, from the directory, once.
+// call is to be routed again: the owner refused it before running the
+// handler (see forwardOutcome), or it never reached the owner (not sent,
+// or no response header within PeerFirstByte: see cluster_forward.go).
 func (c *clusterState) forwardUnary(ctx context.Context, method string, mi *methodInfo, req any, id, owner, addr string, attempt int) (_ any, retry bool, _ error) {
 	start := time.Now()
 	cc, err := c.peer(addr)
@@ -580,22 +645,37 @@ func (c *clusterState) forwardUnary(ctx context.Context, method string, mi *meth
 		c.owners.Forget(id)
 		return nil, false, status.Errorf(codes.Unavailable, "cannot reach session owner %s at %s: %v", owner, addr, err)
 	}
+	kick(cc)
 	// The owner's answer is passed on as it came (wirecodec.RawMessage).
 	reply := &wirecodec.RawMessage{}
-	// The owner sets the same hints in its header and its trailer (see
-	// clusterUnary); the trailer comes with every answer, an error too.
-	var trl metadata.MD
 	caller, digest := callerFrom(ctx), bodyDigest(req)
-	err = cc.Invoke(c.outgoing(ctx, method, caller, owner, id, digest), method, req, reply, grpc.Trailer(&trl), grpc.ForceCodecV2(c.codec))
-	if notSent(cc, err) && redial(ctx, cc) {
-		// The call never left (the peer connection was in backoff, e.g.
-		// after the owner restarted) and the peer is back: once more.
-		trl = nil
-		err = cc.Invoke(c.outgoing(ctx, method, caller, owner, id, digest), method, req, reply, grpc.Trailer(&trl), grpc.ForceCodecV2(c.codec))
+	at := c.newAttempt(c.outgoing(ctx, method, caller, owner, id, digest))
+	defer at.end()
+	// The owner sends its hints in its header (at once) and its trailer;
+	// the trailer comes with every answer, an error too.
+	var trl metadata.MD
+	cs, err := cc.NewStream(at.ctx, &unaryDesc, method, grpc.ForceCodecV2(c.codec))
+	if err == nil {
+		if err = cs.SendMsg(req); err == nil || errors.Is(err, io.EOF) {
+			_ = cs.CloseSend()
+			_, _ = cs.Header()
+			if at.answered() {
+				defer c.watchPeer(addr, cc)()
+			}
+			err = cs.RecvMsg(reply)
+		}
+		trl = cs.Trailer()
 	}
 	c.m.forwardSeconds.Observe(time.Since(start).Seconds())
+	if why, ok := at.unreachable(ctx, err); ok {
+		c.owners.Forget(id)
+		c.m.forwardRetries.WithLabelValues(why).Inc()
+		c.m.forwards.WithLabelValues(method, codes.Unavailable.String()).Inc()
+		return nil, true, c.unreachableError(err, why, owner, addr)
+	}
 	c.m.forwards.WithLabelValues(method, status.Code(err).String()).Inc()
 	if retry = c.forwardOutcome(id, owner, err, attempt, trl); retry {
+		c.m.forwardRetries.WithLabelValues("refused").Inc()
 		return nil, true, c.peerError(err, owner, addr)
 	}
 	h := c.relayHints(trl, owner, addr)
@@ -605,6 +685,22 @@ func (c *clusterState) forwardUnary(ctx context.Context, method string, mi *meth
 		return nil, false, c.peerError(err, owner, addr)
 	}
 	return reply, false, nil
+}
+
+// unaryDesc is the stream of a forwarded unary call.
+var unaryDesc = grpc.StreamDesc{}
+
+// unreachableError is the answer of a forward that did not reach the owner
+// (retryable: once the owner's lease expires another replica takes the
+// session over).
+func (c *clusterState) unreachableError(err error, why, owner, addr string) error {
+	msg := status.Convert(err).Message()
+	if why == "no_first_byte" {
+		msg = fmt.Sprintf("no answer within %v", c.cfg.PeerFirstByte)
+	}
+	return gatewayStatus(codes.Unavailable, "OWNER_UNREACHABLE",
+		fmt.Sprintf("session owner %s at %s did not answer (%s): retry; once its lease expires another replica takes the session over", owner, addr, msg),
+		map[string]string{"owner": owner, "owner_addr": addr})
 }
 
 // forwardOutcome applies cluster.After to a forward's answer: it drops the
@@ -618,11 +714,14 @@ func (c *clusterState) forwardOutcome(id, owner string, err error, attempt int, 
 			break
 		}
 	}
-	keep, retry := cluster.After(replyOf(err), owner, hint, attempt)
+	r := replyOf(err)
+	keep, retry := cluster.After(r, owner, hint, attempt)
 	if !keep {
 		c.owners.Forget(id)
 	}
-	return retry
+	// Past the first attempt, the caller's loop paces further ones
+	// (againTo): a refusal is routed again within the caller's wait.
+	return retry || r == cluster.Refused
 }
 
 // replyOf classifies a peer's answer to a forwarded call.
@@ -634,8 +733,8 @@ func replyOf(err error) cluster.Reply {
 	for _, d := range st.Details() {
 		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == "sessiongate" {
 			switch info.GetReason() {
-			case "NOT_OWNER", "DRAINING":
-				// Both are answered by the peer's routing, before
+			case "NOT_OWNER", "DRAINING", "OWNER_SUSPECT", "LEASE_LAPSED":
+				// All are answered by the peer's routing, before
 				// the handler: see route and routeError.
 				return cluster.Refused
 			}
@@ -648,41 +747,14 @@ func replyOf(err error) cluster.Reply {
 	return cluster.Served
 }
 
-// peerRetryWait bounds the second attempt of a call that never reached its
-// owner.
-const peerRetryWait = 500 * time.Millisecond
-
-// notSent says a forwarded call failed before it was sent: UNAVAILABLE
-// while the peer connection is not ready (grpc-go fails such calls in the
-// picker, without sending them).
-func notSent(cc *grpc.ClientConn, err error) bool {
-	return status.Code(err) == codes.Unavailable && cc.GetState() != connectivity.Ready
-}
-
-// redial resets the peer connection's backoff and waits (at most
-// peerRetryWait) for it to be ready.
-func redial(ctx context.Context, cc *grpc.ClientConn) bool {
-	cc.ResetConnectBackoff()
-	cc.Connect()
-	wctx, cancel := context.WithTimeout(ctx, peerRetryWait)
-	defer cancel()
-	for {
-		st := cc.GetState()
-		if st == connectivity.Ready {
-			return true
-		}
-		if !cc.WaitForStateChange(wctx, st) {
-			return false
-		}
-	}
-}
-
 // peerError passes a status from the owner through; a failure to reach the
 // owner becomes UNAVAILABLE naming it (its lease has not expired yet: a
 // retry after the lease TTL is served by the replica that takes over).
 func (c *clusterState) peerError(err error, owner, addr string) error {
 	st := status.Convert(err)
-	if st.Code() == codes.Unavailable && len(st.Details()) == 0 {
+	// CANCELED without details: the connection was closed under the call
+	// (dropPeer: the owner stopped answering).
+	if (st.Code() == codes.Unavailable || st.Code() == codes.Canceled) && len(st.Details()) == 0 {
 		return gatewayStatus(codes.Unavailable, "OWNER_UNREACHABLE",
 			fmt.Sprintf("session owner %s at %s did not answer (%s): retry; once its lease expires another replica takes the session over", owner, addr, st.Message()),
 			map[string]string{"owner": owner, "owner_addr": addr})
@@ -719,15 +791,23 @@ func (g *Gateway) clusterStream(srv any, ss grpc.ServerStream, info *grpc.Stream
 		return handler(srv, rs)
 	}
 	var last forwardTry
+	var wait ownerWait
 	for attempt := 0; ; attempt++ {
 		a, addr, owner, err := c.route(ctx, id, attempt == 0, isWrite(info.FullMethod, mi.serverStreams))
+		if c.mayWait(ctx, a, err) && wait.pause(ctx, c.ownerWait()) {
+			continue
+		}
 		switch a {
 		case cluster.Serve, cluster.NotFound:
 			if err != nil {
 				return c.routeError(a, id, owner, addr, err)
 			}
 			if a == cluster.Serve {
-				_ = ss.SetHeader(c.selfHints)
+				if forwardedFrom(ctx) == "" {
+					_ = ss.SetHeader(c.selfHints)
+				} else {
+					sendOwnerHeader(ctx, ss, c.selfHints) // see clusterUnary
+				}
 				ss.SetTrailer(c.selfHints)
 				if err := c.prepareLocal(ctx, id, fieldString(first, mi.jobField)); err != nil {
 					return err
@@ -735,7 +815,7 @@ func (g *Gateway) clusterStream(srv any, ss grpc.ServerStream, info *grpc.Stream
 			}
 			return handler(srv, rs)
 		case cluster.Forward:
-			if attempt > 0 && last.same(owner, addr) {
+			if !c.againTo(ctx, &last, &wait, owner, addr, attempt) {
 				return last.err
 			}
 			retry, err := c.forwardStream(ss, info.FullMethod, mi, first, id, owner, addr, attempt)
@@ -784,21 +864,38 @@ func (c *clusterState) forwardStream(ss grpc.ServerStream, method string, mi *me
 		c.owners.Forget(id)
 		return false, status.Errorf(codes.Unavailable, "cannot reach session owner %s at %s: %v", owner, addr, err)
 	}
-	ctx, cancel := context.WithCancel(ss.Context())
-	defer cancel()
+	kick(cc)
+	caller, digest := callerFrom(ss.Context()), bodyDigest(first)
+	at := c.newAttempt(c.outgoing(ss.Context(), method, caller, owner, id, digest))
+	defer at.end()
+	ctx := at.ctx
 	desc := &grpc.StreamDesc{ServerStreams: mi.serverStreams, ClientStreams: mi.clientStreams}
-	caller, digest := callerFrom(ctx), bodyDigest(first)
-	cs, err := cc.NewStream(c.outgoing(ctx, method, caller, owner, id, digest), desc, method)
-	if notSent(cc, err) && redial(ctx, cc) {
-		cs, err = cc.NewStream(c.outgoing(ctx, method, caller, owner, id, digest), desc, method)
-	}
-	if err != nil {
+	// unsent is the answer of a stream that did not reach the owner: it is
+	// routed again (nothing was relayed to the caller yet).
+	stopCut := context.AfterFunc(c.relaysEnd, func() { at.cancel(errRelayCut) })
+	defer stopCut()
+	var cursor uint64 // event_seq of the last message relayed (WatchJob)
+	seqField := mi.out.Descriptor().Fields().ByName("event_seq")
+	unsent := func(err error) (bool, error) {
+		if errors.Is(context.Cause(at.ctx), errRelayCut) {
+			return false, relayCutStatus(id, cursor)
+		}
+		why, ok := at.unreachable(ss.Context(), err)
+		if !ok {
+			c.owners.Forget(id)
+			return false, c.peerError(err, owner, addr)
+		}
 		c.owners.Forget(id)
-		return false, c.peerError(err, owner, addr)
+		c.m.forwardRetries.WithLabelValues(why).Inc()
+		retry = !mi.clientStreams
+		return retry, c.unreachableError(err, why, owner, addr)
+	}
+	cs, err := cc.NewStream(ctx, desc, method)
+	if err != nil {
+		return unsent(err)
 	}
 	if err := cs.SendMsg(first); err != nil && !errors.Is(err, io.EOF) {
-		c.owners.Forget(id)
-		return false, c.peerError(err, owner, addr)
+		return unsent(err)
 	}
 	if mi.clientStreams {
 		// The pump ends when the caller half-closes or the stream ends
@@ -817,15 +914,16 @@ func (c *clusterState) forwardStream(ss grpc.ServerStream, method string, mi *me
 			}
 		}()
 	} else if err := cs.CloseSend(); err != nil {
-		c.owners.Forget(id)
-		return false, c.peerError(err, owner, addr)
+		return unsent(err)
 	}
 	// The header goes to the caller with the first message (or the end),
 	// so that a refused stream can still be sent elsewhere.
-	var hdr metadata.MD
-	if h, err := cs.Header(); err == nil {
-		hdr = h
+	hdr, _ := cs.Header() // nil when the stream ended first: RecvMsg says how
+	if !at.answered() {
+		// No header within the bound: the stream was cancelled.
+		return unsent(cs.RecvMsg(mi.out.New().Interface()))
 	}
+	defer c.watchPeer(addr, cc)()
 	sentHeader := false
 	sendHeader := func() {
 		if sentHeader {
@@ -839,6 +937,10 @@ func (c *clusterState) forwardStream(ss grpc.ServerStream, method string, mi *me
 		if err := cs.RecvMsg(m); err != nil {
 			if errors.Is(err, io.EOF) {
 				err = nil
+			}
+			if errors.Is(context.Cause(at.ctx), errRelayCut) {
+				sendHeader()
+				return false, relayCutStatus(id, cursor)
 			}
 			retry := c.forwardOutcome(id, owner, err, attempt, hdr, cs.Trailer()) && relayed == 0 && !mi.clientStreams
 			if retry {
@@ -857,5 +959,22 @@ func (c *clusterState) forwardStream(ss grpc.ServerStream, method string, mi *me
 		if err := ss.SendMsg(m); err != nil {
 			return false, err
 		}
+		if seqField != nil && seqField.Kind() == protoreflect.Uint64Kind {
+			cursor = m.ProtoReflect().Get(seqField).Uint()
+		}
 	}
+}
+
+// errRelayCut is the cause of a relayed stream cut at the end of the lame
+// duck.
+var errRelayCut = errors.New("cluster: this replica is shutting down")
+
+// relayCutStatus is the answer of a stream cut at the end of the lame
+// duck: retryable, with the cursor to resume from (for WatchJob: the last
+// event_seq relayed, also as ErrorInfo from_event_seq).
+func relayCutStatus(id string, cursor uint64) error {
+	seq := strconv.FormatUint(cursor, 10)
+	return gatewayStatus(codes.Unavailable, "DRAINING",
+		"this replica is shutting down and cut the stream it relayed for session "+id+": call again (another replica answers); WatchJob from event_seq "+seq,
+		map[string]string{"from_event_seq": seq})
 }

@@ -68,6 +68,39 @@
 // cluster.Preferred where a session belongs; the decisions are counted by
 // sessiongate_cluster_ownership_decisions_total{decision}.
 //
+// # Availability: unsent forwards, silent owners, the lame duck
+//
+// (cluster_forward.go.) A forward's request is marked sent when grpc-go
+// hands its headers to a live peer transport (a stats handler on peer
+// connections). A forward never sent (listener closed, dial refused) and
+// one sent but without the owner's response header within PeerFirstByte
+// (the owner sends that header before it runs the handler of a forwarded
+// call) cannot have run anything: the cached owner is dropped and the call
+// routed again from the directory; routed to another replica it goes at
+// once, to the same one (its lease still live) or into OWNER_SUSPECT /
+// LEASE_LAPSED after a pause (20 ms doubling to 200 ms), for at most
+// OwnerWait and never into the last tenth (≥ 250 ms) of the caller's
+// deadline; then the last answer, UNAVAILABLE, goes to the caller. Answers
+// of a peer's routing (NOT_OWNER, DRAINING, OWNER_SUSPECT, LEASE_LAPSED)
+// are re-routed the same way. A forward that broke after the owner's
+// header is never sent again: its outcome is unknown (UNAVAILABLE
+// OWNER_UNREACHABLE). While forwards the owner took are in flight, a
+// watchdog per peer (one goroutine, ended when none is left, awaited by
+// close) calls the peer's health Check every PeerKeepalive, bounded by as
+// long; a peer that does not answer (SIGSTOP, a VM pause) has its
+// connection closed, which ends those forwards. Shutdown in cluster mode:
+// health NOT_SERVING and GOAWAY to every connection (a second gRPC server
+// takes the listener over while the first stops gracefully: lameduck.go),
+// hand-off (a unary call admitted after it began detaching is routed
+// again instead of served, as is one whose handler found its session
+// detached before reaching the runtime), then LameDuck in which calls are
+// still accepted and forwarded to the adopters (peers' caches and
+// balancers move away meanwhile), then the streams this replica relays
+// are cut with UNAVAILABLE DRAINING and ErrorInfo from_event_seq, then the
+// listener is closed and the second server stops gracefully. A WatchJob of
+// a handed-off session ends UNAVAILABLE SESSION_HANDED_OFF with
+// from_event_seq too.
+//
 // # Goroutines and shutdown
 //
 // Serve blocks serving gRPC. Upstream connections own their goroutines.
@@ -84,10 +117,15 @@
 //     (Gateway.infra);
 //   - in cluster mode, the directory loop (stopped and awaited by Shutdown
 //     before the hand-off), and within one of its passes the bounded
-//     workers of its writes, each pass waiting for its own; and the
+//     workers of its writes, each pass waiting for its own; the
 //     background resumes of claimed sessions (one goroutine per claimed
 //     session, 64 resuming at once), released by the hand-off and awaited
-//     when the cluster state closes.
+//     when the cluster state closes; a watchdog per peer with forwards in
+//     flight (awaited by the cluster's close, at the end of Shutdown); the
+//     listener's accept goroutine (lameduck.go's acceptMux, ended and
+//     awaited when Shutdown closes the listener), the lame duck's server
+//     (its Serve awaited by Serve) and the first server's GracefulStop
+//     (awaited by Shutdown).
 //
 // Shutdown drains in a fixed order: health NOT_SERVING and infrastructure
 // streams ended, new sessions refused and every upstream session closed

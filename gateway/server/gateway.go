@@ -236,6 +236,12 @@ type Gateway struct {
 	draining atomic.Bool
 	cluster  *clusterState // nil unless cluster mode
 
+	// The lame duck (cluster mode, lameduck.go): buildLame makes the
+	// second gRPC server; lame is guarded by lameMu.
+	buildLame func() *grpc.Server
+	lameMu    sync.Mutex
+	lame      *lameDuck
+
 	// endStreams is closed when Shutdown begins: infrastructure streams
 	// that no timeout profile bounds (health Watch, reflection) end then.
 	endStreams     chan struct{}
@@ -390,44 +396,54 @@ func New(cfg Config) (*Gateway, error) {
 		selector.StreamServerInterceptor(enforcer.StreamServerInterceptor(), selector.MatchFunc(profiled)),
 		selector.StreamServerInterceptor(g.endAtShutdown, selector.MatchFunc(unprofiled)))
 
-	g.grpc = grpc.NewServer(append(append(append(tracingOptions(cfg.TracerProvider), windowOptions(cfg.WindowBytes)...), peerServerOptions(cfg.Cluster)...),
-		grpc.UnaryInterceptor(entry.intercept),
-		grpc.ForceServerCodecV2(wirecodec.NewCodec()),
-		grpc.ChainStreamInterceptor(stream...),
-		grpc.MaxRecvMsgSize(recvLimit(cfg.MaxInputBytes)),
-		grpc.MaxSendMsgSize(32<<20),
-		grpc.MaxConcurrentStreams(cfg.MaxConcurrentStreams),
-		streamWorkers(cfg.StreamWorkers),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout}),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.KeepaliveMinTime, PermitWithoutStream: true}),
-	)...)
-	// RunJob answers with its result's bytes (runJobHandler). In cluster
-	// mode session calls reach routing undecoded (wirecodec.RawHandler), so that a
-	// forwarded one is never decoded or encoded here.
-	g.grpc.RegisterService(wirecodec.RawFirst(&sessiongatev1.SessionGateway_ServiceDesc, func(full string, h grpc.MethodHandler) grpc.MethodHandler {
-		var own grpc.MethodHandler
-		if full == sessiongatev1.SessionGateway_RunJob_FullMethodName {
-			h, own = runJobHandler, runJobHandler
-		}
-		if mi := methodOf(full); g.cluster != nil && mi != nil && mi.sessionField != nil && !readOnlyMethods[full] {
-			own = wirecodec.RawHandler(full, h)
-		}
-		if full == sessiongatev1.SessionGateway_RunJob_FullMethodName || full == sessiongatev1.SessionGateway_SubmitJob_FullMethodName {
-			// Job inputs may nest: too deep to decode is INVALID_ARGUMENT (depth.go).
-			if own == nil {
-				own = h
-			}
-			return tooDeepRequests(own)
-		}
-		return own
-	}), g.svc)
-	timeoutprofilev1.RegisterTimeoutProfileServiceServer(g.grpc, timeoutprofile.NewService(enforcer))
 	g.health = health.NewServer()
-	healthpb.RegisterHealthServer(g.grpc, g.health)
 	for _, svc := range servedHealth {
 		g.health.SetServingStatus(svc, healthpb.HealthCheckResponse_SERVING)
 	}
-	reflection.Register(g.grpc)
+	// build makes the gRPC server; in cluster mode a second one takes the
+	// listener over for the lame duck (lameduck.go), so that the first can
+	// send GOAWAY to every connection while the listener still accepts.
+	build := func() *grpc.Server {
+		gs := grpc.NewServer(append(append(append(tracingOptions(cfg.TracerProvider), windowOptions(cfg.WindowBytes)...), peerServerOptions(cfg.Cluster)...),
+			grpc.UnaryInterceptor(entry.intercept),
+			grpc.ForceServerCodecV2(wirecodec.NewCodec()),
+			grpc.ChainStreamInterceptor(stream...),
+			grpc.MaxRecvMsgSize(recvLimit(cfg.MaxInputBytes)),
+			grpc.MaxSendMsgSize(32<<20),
+			grpc.MaxConcurrentStreams(cfg.MaxConcurrentStreams),
+			streamWorkers(cfg.StreamWorkers),
+			grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.KeepaliveTime, Timeout: cfg.KeepaliveTimeout}),
+			grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.KeepaliveMinTime, PermitWithoutStream: true}),
+		)...)
+		// RunJob answers with its result's bytes (runJobHandler). In cluster
+		// mode session calls reach routing undecoded (wirecodec.RawHandler), so that a
+		// forwarded one is never decoded or encoded here.
+		gs.RegisterService(wirecodec.RawFirst(&sessiongatev1.SessionGateway_ServiceDesc, func(full string, h grpc.MethodHandler) grpc.MethodHandler {
+			var own grpc.MethodHandler
+			if full == sessiongatev1.SessionGateway_RunJob_FullMethodName {
+				h, own = runJobHandler, runJobHandler
+			}
+			if mi := methodOf(full); g.cluster != nil && mi != nil && mi.sessionField != nil && !readOnlyMethods[full] {
+				own = wirecodec.RawHandler(full, h)
+			}
+			if full == sessiongatev1.SessionGateway_RunJob_FullMethodName || full == sessiongatev1.SessionGateway_SubmitJob_FullMethodName {
+				// Job inputs may nest: too deep to decode is INVALID_ARGUMENT (depth.go).
+				if own == nil {
+					own = h
+				}
+				return tooDeepRequests(own)
+			}
+			return own
+		}), g.svc)
+		timeoutprofilev1.RegisterTimeoutProfileServiceServer(gs, timeoutprofile.NewService(enforcer))
+		healthpb.RegisterHealthServer(gs, g.health)
+		reflection.Register(gs)
+		return gs
+	}
+	g.grpc = build()
+	if g.cluster != nil {
+		g.buildLame = build
+	}
 	srvMetrics.init(g.grpc.GetServiceInfo())
 	entry.methods = serviceMethods(srvMetrics, access)
 	g.admin = g.adminHandler(cfg.Registry)
@@ -582,6 +598,7 @@ func (s *infraStream) SendMsg(m any) error {
 func (g *Gateway) Serve(lis net.Listener) error {
 	if g.cluster != nil {
 		g.cluster.start()
+		return g.serveMux(lis) // lameduck.go
 	}
 	err := g.grpc.Serve(lis)
 	if errors.Is(err, grpc.ErrServerStopped) {
@@ -606,7 +623,10 @@ func (g *Gateway) RetainedBytes() *budget.Budget { return g.retained }
 
 // Shutdown drains in a fixed order: health NOT_SERVING and infrastructure
 // streams (health Watch, reflection) ended, new sessions refused and every
-// upstream session closed gracefully, then gRPC stopped gracefully. When ctx
+// upstream session closed gracefully (in cluster mode: handed off, then a
+// lame-duck period of ClusterConfig.LameDuck in which calls are still
+// accepted and forwarded to the adopters), then gRPC stopped gracefully
+// (GOAWAY, listener closed). When ctx
 // ends first it stops hard and returns an error wrapping ErrHardStop. In-flight
 // calls on a closed session end with UNAVAILABLE. Shutdown returns once every
 // goroutine the gateway started has ended.
@@ -614,19 +634,43 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.draining.Store(true)
 	g.health.Shutdown() // every service NOT_SERVING, Watch streams told
 	g.endStreamsOnce.Do(func() { close(g.endStreams) })
+	var ld *lameDuck
 	if g.cluster != nil {
-		// Cluster mode: hand the sessions off instead of closing them.
+		// Cluster mode: GOAWAY to every connection (a second server
+		// keeps the listener: lameduck.go), hand the sessions off instead
+		// of closing them, then serve as a lame duck (forwarding to the
+		// adopters) while peers and balancers move away.
+		ld = g.beginLameDuck()
 		g.cluster.handoff(ctx)
 		defer g.cluster.close()
+		g.cluster.lameDuck(ctx)
 	}
 	drainErr := g.table.Drain(ctx)
 	stopped := make(chan struct{})
-	go func() { g.grpc.GracefulStop(); close(stopped) }()
+	go func() {
+		defer close(stopped)
+		if ld == nil {
+			g.grpc.GracefulStop()
+			return
+		}
+		// The listener last: closed now, new connections are refused
+		// (nobody would accept them), then the servers stop gracefully.
+		ld.mux.Close()
+		if ld.second == nil {
+			g.grpc.GracefulStop()
+			return
+		}
+		ld.second.GracefulStop()
+		<-ld.firstStopped
+	}()
 	var hard error
 	select {
 	case <-stopped:
 	case <-ctx.Done():
 		g.grpc.Stop()
+		if ld != nil && ld.second != nil {
+			ld.second.Stop()
+		}
 		<-stopped
 		hard = fmt.Errorf("%w after %v: %w", ErrHardStop, context.Cause(ctx), ctx.Err())
 	}

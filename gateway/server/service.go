@@ -296,7 +296,12 @@ func (s *service) submitPayload(req jobRequest, input []byte) (arcp.Submit, erro
 func (s *service) acquire(ctx context.Context, id string) (*session.Session[*upstream.Conn], func(), error) {
 	sess, release, err := s.table.Acquire(id, callerFrom(ctx))
 	if err != nil {
+		noteDetached(ctx, err) // cluster mode: the call may be routed again
 		return nil, nil, s.err(err)
+	}
+	if s.cluster != nil && s.cluster.movingSession(ctx, id) {
+		release() // being moved: routed again (clusterUnary)
+		return nil, nil, s.err(upstream.ErrDetached)
 	}
 	return sess, release, nil
 }
@@ -521,6 +526,7 @@ func (s *service) WatchJob(req *sessiongatev1.WatchJobRequest, stream sessiongat
 	defer w.Close()
 	snd := s.startSender(stream)
 	defer snd.close()
+	cursor := req.GetFromEventSeq() // the last event_seq sent
 	for {
 		item, err := w.Next(ctx)
 		if err != nil {
@@ -531,11 +537,17 @@ func (s *service) WatchJob(req *sessiongatev1.WatchJobRequest, stream sessiongat
 				// Shed under the session's caps: say which job's stream.
 				return slowConsumerStatus(req.GetJobId())
 			}
+			if errors.Is(err, upstream.ErrDetached) {
+				// Handed off (a draining replica) or taken over: the
+				// caller resumes elsewhere from the cursor.
+				return handedOffStatus(req.GetJobId(), cursor)
+			}
 			return s.err(err)
 		}
 		if err := snd.send(ctx, watchItem(item)); err != nil {
 			return err
 		}
+		cursor = item.Seq
 		if item.Result != nil || item.Error != nil {
 			return nil
 		}

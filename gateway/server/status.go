@@ -119,6 +119,16 @@ func gatewayStatus(c codes.Code, reason, msg string, md map[string]string) error
 	return st.Err()
 }
 
+// handedOffStatus is the end of a WatchJob stream whose session this
+// replica handed off (or lost to a takeover): retryable, with the cursor
+// (the last event_seq sent, also as ErrorInfo from_event_seq).
+func handedOffStatus(jobID string, cursor uint64) error {
+	seq := strconv.FormatUint(cursor, 10)
+	return gatewayStatus(codes.Unavailable, "SESSION_HANDED_OFF",
+		"this replica handed the session to another (draining, or the session was taken over): retry; WatchJob from event_seq "+seq,
+		map[string]string{"job_id": jobID, "from_event_seq": seq})
+}
+
 // jobErrorStatus maps a job's terminal error (see jobCode).
 func jobErrorStatus(jobID string, e *arcp.JobError) error {
 	if e.Code == upstream.CodeJobLost {

@@ -768,12 +768,18 @@ func (c *Conn) AdoptJob(ctx context.Context, jobID string) error {
 	if !ok {
 		return ErrUnknownJob
 	}
-	switch st {
-	case arcp.StatusSuccess, arcp.StatusError, arcp.StatusCancelled, arcp.StatusTimedOut:
-		return ErrSlowConsumer
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	switch st {
+	case arcp.StatusSuccess, arcp.StatusError, arcp.StatusCancelled, arcp.StatusTimedOut:
+		if _, ok := c.jobs[jobID]; ok {
+			// Ended, but its frames after the takeover were replayed
+			// here meanwhile (the resume's replay precedes the listing's
+			// answer on the transport): adopted with them.
+			return nil
+		}
+		return ErrSlowConsumer
+	}
 	if _, ok := c.jobs[jobID]; ok || c.ended {
 		return nil
 	}

@@ -1,0 +1,276 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/sessiongate/sessiongate/gateway/arcpruntime"
+	"github.com/sessiongate/sessiongate/gateway/cluster/clustertest"
+	"github.com/sessiongate/sessiongate/gateway/directory"
+	"github.com/sessiongate/sessiongate/gateway/upstream"
+	sessiongatev1 "github.com/sessiongate/sessiongate/gen/sessiongate/v1"
+)
+
+// forwardRig is in-process replicas over real sockets, sharing a real
+// redis-server and one reference runtime; each replica can be shut down
+// on its own.
+type forwardRig struct {
+	t     *testing.T
+	redis string
+	rt    *arcpruntime.Server
+	key   string
+	reps  map[string]*forwardReplica
+}
+
+type forwardReplica struct {
+	gw     *Gateway
+	dir    *directory.Directory
+	client sessiongatev1.SessionGatewayClient
+	addr   string
+	down   func() // Shutdown (once), then the lease and directory
+}
+
+func newForwardRig(t *testing.T) *forwardRig {
+	t.Helper()
+	ctx := ctxT(t, 20*time.Second)
+	rd, err := clustertest.StartRedis(ctx)
+	if errors.Is(err, clustertest.ErrNoBinary) && os.Getenv("CI") != "true" {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rd.Close)
+	return &forwardRig{t: t, redis: rd.URL, rt: arcpruntime.NewTestServer(t, arcpruntime.Options{}), key: testDirectoryKey(),
+		reps: map[string]*forwardReplica{}}
+}
+
+// start starts replica inst (lease TTL 1 s, no rebalancing) with cc
+// applied to its cluster config.
+func (r *forwardRig) start(inst string, cc func(*ClusterConfig)) *forwardReplica {
+	t := r.t
+	t.Helper()
+	ctx := ctxT(t, 20*time.Second)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	d, err := directory.Open(ctx, r.redis, directory.Config{Instance: inst, Advertise: addr, Keys: []string{r.key}, LeaseTTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease := &leaseLoop{d: d}
+	lease.start()
+	for d.LeaseValidUntil().IsZero() {
+		select {
+		case <-ctx.Done():
+			t.Fatal("no lease:", ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	ccfg := &ClusterConfig{Directory: d, Advertise: addr, Secret: "cluster-forward-test-secret", RebalancePerSecond: -1}
+	if cc != nil {
+		cc(ccfg)
+	}
+	gw, err := New(Config{
+		InstanceID: inst, Runtimes: []Runtime{{Name: "default", URL: r.rt.URL()}},
+		Upstream: upstream.Config{BackoffInitial: 5 * time.Millisecond, BackoffMax: 50 * time.Millisecond, InitTimeout: 2 * time.Second},
+		Registry: prometheus.NewRegistry(),
+		Cluster:  ccfg,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- gw.Serve(lis) }()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := &forwardReplica{gw: gw, dir: d, client: sessiongatev1.NewSessionGatewayClient(conn), addr: addr}
+	stopped := false
+	rep.down = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		if err := gw.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown %s: %v", inst, err)
+		}
+		if err := <-served; err != nil {
+			t.Errorf("Serve %s: %v", inst, err)
+		}
+		lease.halt()
+		_ = d.Close()
+	}
+	t.Cleanup(func() {
+		conn.Close()
+		rep.down()
+	})
+	r.reps[inst] = rep
+	return rep
+}
+
+// echoOn runs RunJob(echo) on sid through rep and returns the owner the
+// answer names.
+func echoOn(ctx context.Context, rep *forwardReplica, sid string, timeout time.Duration) (string, error) {
+	in, _ := structpb.NewValue(map[string]any{"hello": "forward"})
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var hdr metadata.MD
+	_, err := rep.client.RunJob(cctx, &sessiongatev1.RunJobRequest{SessionId: sid, Agent: "echo", Input: in}, grpc.Header(&hdr))
+	if v := hdr.Get(MetadataOwner); len(v) > 0 {
+		return v[0], err
+	}
+	return "", err
+}
+
+// waitOwner waits until the directory names owner, live, for sid.
+func waitOwner(t *testing.T, ctx context.Context, d *directory.Directory, sid, owner string) {
+	t.Helper()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		rec, err := d.Get(ctx, sid)
+		if err == nil && rec.Owner == owner && rec.OwnerLive {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the directory never named %s for %s (last %+v, %v)", owner, sid, rec, err)
+		case <-tick.C:
+		}
+	}
+}
+
+// TestForwardNotSentGoesToAdopter: gw-b forwarded a call for a session of
+// gw-a and remembers gw-a as its owner; gw-a shuts down (its listener
+// closes) and gw-c adopts the session. The next call through gw-b finds
+// gw-a's port closed: the forward was never sent, so gw-b drops its cached
+// owner, reads the directory and sends the call to gw-c, which serves it —
+// the caller sees no error. (Before, the refused dial was classed as a
+// failed forward and the caller got UNAVAILABLE OWNER_UNREACHABLE.)
+func TestForwardNotSentGoesToAdopter(t *testing.T) {
+	ctx := ctxT(t, 60*time.Second)
+	r := newForwardRig(t)
+	noLameDuck := func(cc *ClusterConfig) { cc.LameDuck = -1 }
+	a := r.start("gw-a", noLameDuck)
+	// gw-b never adopts (its sweep is off for the test's length) and
+	// remembers owners for a minute, so its cache still names gw-a.
+	b := r.start("gw-b", func(cc *ClusterConfig) { cc.SweepEvery, cc.OwnerCacheTTL = time.Hour, time.Minute })
+	c := r.start("gw-c", func(cc *ClusterConfig) { cc.SweepEvery = 20 * time.Millisecond })
+
+	open, err := a.client.OpenSession(ctx, &sessiongatev1.OpenSessionRequest{ClientName: "forward-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := open.GetSessionId()
+	waitOwner(t, ctx, b.dir, sid, "gw-a")
+	if owner, err := echoOn(ctx, b, sid, 5*time.Second); err != nil || owner != "gw-a" {
+		t.Fatalf("RunJob through gw-b before the shutdown: owner %q, %v", owner, err)
+	}
+	a.down() // hands the session off; gw-a's listener is closed
+	waitOwner(t, ctx, b.dir, sid, "gw-c")
+	if _, err := net.DialTimeout("tcp", a.addr, time.Second); err == nil {
+		t.Fatal("gw-a's port still accepts connections")
+	}
+	owner, err := echoOn(ctx, b, sid, 5*time.Second)
+	if err != nil {
+		t.Fatalf("RunJob through gw-b after gw-a closed its port (gw-b's cache named gw-a): %v", err)
+	}
+	if owner != "gw-c" {
+		t.Fatalf("served by %q, want the adopter gw-c", owner)
+	}
+	if n := counterOf(b.gw.cluster.m.forwardRetries.WithLabelValues("not_sent")); n < 1 {
+		t.Fatalf("forward_retries{why=not_sent} = %v: the call did not go through the unsent-forward path", n)
+	}
+	_ = c
+}
+
+// counterOf is a counter's value.
+func counterOf(c prometheus.Counter) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		return -1
+	}
+	return m.GetCounter().GetValue()
+}
+
+// TestLameDuckGoawayFirstListenerLast: SIGTERM's Shutdown of gw-a (lame
+// duck 4 s) sends GOAWAY at once to a client connection made before it —
+// the connection leaves READY while the lame duck lasts — while gw-a's
+// listener still accepts: a new connection made then runs a job on the
+// session gw-a owned, which gw-a forwards to the adopter gw-b. Once
+// Shutdown has returned the port refuses connections. (grpc-go alone sends
+// GOAWAY only when it closes the listener.)
+func TestLameDuckGoawayFirstListenerLast(t *testing.T) {
+	ctx := ctxT(t, 60*time.Second)
+	r := newForwardRig(t)
+	a := r.start("gw-a", func(cc *ClusterConfig) { cc.LameDuck = 4 * time.Second })
+	b := r.start("gw-b", func(cc *ClusterConfig) { cc.SweepEvery = 20 * time.Millisecond })
+	open, err := a.client.OpenSession(ctx, &sessiongatev1.OpenSessionRequest{ClientName: "lame-duck-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := open.GetSessionId()
+	before, err := grpc.NewClient(a.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer before.Close()
+	if owner, err := echoOn(ctx, &forwardReplica{client: sessiongatev1.NewSessionGatewayClient(before)}, sid, 5*time.Second); err != nil || owner != "gw-a" {
+		t.Fatalf("RunJob on gw-a before the shutdown: owner %q, %v", owner, err)
+	}
+	downDone := make(chan struct{})
+	go func() { defer close(downDone); a.down() }()
+	t.Cleanup(func() { <-downDone })
+
+	wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if !before.WaitForStateChange(wctx, connectivity.Ready) {
+		t.Fatal("the connection made before the shutdown got no GOAWAY within 3 s of it (the lame duck lasts 4 s)")
+	}
+	select {
+	case <-downDone:
+		t.Fatal("Shutdown returned before the lame duck ended")
+	default:
+	}
+	waitOwner(t, ctx, b.dir, sid, "gw-b")
+	during, err := grpc.NewClient(a.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer during.Close()
+	owner, err := echoOn(ctx, &forwardReplica{client: sessiongatev1.NewSessionGatewayClient(during)}, sid, 5*time.Second)
+	if err != nil {
+		t.Fatalf("RunJob on a new connection to gw-a in its lame duck: %v", err)
+	}
+	if owner != "gw-b" {
+		t.Fatalf("served by %q, want the adopter gw-b (forwarded by gw-a)", owner)
+	}
+	select {
+	case <-downDone:
+		t.Fatal("Shutdown returned before the lame duck ended")
+	default:
+	}
+	<-downDone
+	if c, err := net.DialTimeout("tcp", a.addr, time.Second); err == nil {
+		c.Close()
+		t.Fatal("gw-a's port accepts connections after Shutdown")
+	}
+}

@@ -315,6 +315,11 @@ def _ext_out(ext: Any) -> Dict[str, Any]:
     return {k: from_raw_or_value(b"", v) for k, v in ext.items()}
 
 
+def _job_id(job: Union[str, "Job"]) -> str:
+    """A job given as its id or as a :class:`Job`."""
+    return job.job_id if isinstance(job, Job) else job
+
+
 def _job_info(j: Any) -> JobInfo:
     return JobInfo(
         job_id=j.job_id,
@@ -775,7 +780,7 @@ class Session:
         sessions; :meth:`watch` then works for it here (with ``history``, from
         its buffered events after ``from_event_seq``). A subscriber cannot
         cancel the job (:class:`~sessiongate.PermissionDeniedError`)."""
-        job_id = job.job_id if isinstance(job, Job) else job
+        job_id = _job_id(job)
         r = self._unary(
             "SubscribeJob",
             pb.SubscribeJobRequest(session_id=self.id, job_id=job_id, history=history, from_event_seq=from_event_seq),
@@ -801,7 +806,7 @@ class Session:
         with backoff, within ``timeout`` (which bounds the whole watch), so
         every event arrives once, in order. ``resume=False`` turns that off;
         a :class:`~sessiongate.ResumePolicy` tunes it."""
-        job_id = job.job_id if isinstance(job, Job) else job
+        job_id = _job_id(job)
         gw = self._gw
 
         def open_call(cursor: int, remaining: Optional[float]) -> Any:
@@ -814,7 +819,7 @@ class Session:
 
     def cancel(self, job: Union[str, Job], reason: str = "", *, timeout: Optional[float] = None) -> None:
         """Ask the runtime to cancel a job; the job ends with a CANCELLED error."""
-        job_id = job.job_id if isinstance(job, Job) else job
+        job_id = _job_id(job)
         self._unary("CancelJob", pb.CancelJobRequest(session_id=self.id, job_id=job_id, reason=reason), timeout)
 
     def status(self, *, timeout: Optional[float] = None) -> SessionStatus:

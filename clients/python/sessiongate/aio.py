@@ -55,6 +55,7 @@ from ._client import (
     WatchItem,
     _job,
     _job_extras,
+    _job_id,
     _job_info,
     _run_result,
     _session_info,
@@ -300,7 +301,7 @@ class Session:
         timeout: Optional[float] = None,
     ) -> Subscription:
         """Attach this session to a job of another of your sessions."""
-        job_id = job.job_id if isinstance(job, Job) else job
+        job_id = _job_id(job)
         r = await self._unary(
             "SubscribeJob",
             pb.SubscribeJobRequest(session_id=self.id, job_id=job_id, history=history, from_event_seq=from_event_seq),
@@ -319,7 +320,7 @@ class Session:
     ) -> "Watch":
         """Stream a job's items with ``async for``; resumed across cuts as
         :meth:`sessiongate.Session.watch` describes."""
-        job_id = job.job_id if isinstance(job, Job) else job
+        job_id = _job_id(job)
         gw = self._gw
 
         def open_call(cursor: int, remaining: Optional[float]) -> Any:
@@ -332,7 +333,7 @@ class Session:
 
     async def cancel(self, job: Union[str, Job], reason: str = "", *, timeout: Optional[float] = None) -> None:
         """Ask the runtime to cancel a job; it ends with a CANCELLED error."""
-        job_id = job.job_id if isinstance(job, Job) else job
+        job_id = _job_id(job)
         await self._unary("CancelJob", pb.CancelJobRequest(session_id=self.id, job_id=job_id, reason=reason), timeout)
 
     async def status(self, *, timeout: Optional[float] = None) -> SessionStatus:

@@ -32,6 +32,7 @@ type Options struct {
 	GatewayBin    string // "" = go build ./cmd/gateway
 	Nginx         string // nginx binary, "" = PATH or /usr/sbin/nginx
 	NginxConf     string // "" = the recipe of docs/balancers.md, docs/operations.md or README.md
+	LogDir        string // "" = only the logs' tails are printed on a failure; else every log is written here too
 	// EnforceAvailability makes the availability checks (sessions lost,
 	// failed calls in the rolling restart, outage of kill and freeze) fail
 	// the run; without it they are printed only.
@@ -138,9 +139,6 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	rec.finish()
 	stopLoad()
 	wg.Wait()
-	if err != nil {
-		r.dumpLogs(o)
-	}
 	rep.Pass = err == nil
 	if err != nil {
 		rep.Error = err.Error()
@@ -151,6 +149,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			rep.Pass = false
 		}
 		rep.Scenarios = append(rep.Scenarios, sr)
+	}
+	if !rep.Pass {
+		r.dumpLogs(o)
 	}
 	return rep, err
 }

@@ -102,6 +102,7 @@
 //	-nginx PATH            nginx (default: PATH, then /usr/sbin/nginx)
 //	-nginx-conf PATH       the recipe (default: docs/balancers.md, docs/operations.md or README.md)
 //	-enforce-availability  fail on the availability thresholds too
+//	-log-dir DIR           on a failed run, every replica's whole log written here
 //	-json                  the report as JSON
 //
 // Exit status: 0 when every enforced check passed, 1 when one failed or the

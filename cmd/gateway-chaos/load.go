@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	sessiongatev1 "github.com/sessiongate/sessiongate/gen/sessiongate/v1"
@@ -219,7 +220,7 @@ func (l *load) runJobs(ctx context.Context, slot int) {
 		if err == nil {
 			got := resp.GetResult().GetStructValue().GetFields()["token"].GetStringValue()
 			if got != token {
-				l.rec.misdelivered(fmt.Sprintf("RunJob on %s: sent token %q, result %v", id, token, resp.GetResult()))
+				l.rec.misdelivered(fmt.Sprintf("RunJob on %s via %s: sent token %q, got %s", id, rt.name, token, prototext.Format(resp)))
 			}
 		}
 		l.rec.call("RunJob", rt.name, slot, err, attempts.Load(), now, now.Sub(start))

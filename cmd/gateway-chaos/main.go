@@ -33,6 +33,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	watchers := fs.Int("watchers", def.Watchers, "SubmitJob + WatchJob loops (default 15; 3 with -short)")
 	think := fs.Duration("think", def.Think, "a RunJob loop's pause after a successful call (after a failed one it is 50ms)")
 	events := fs.Int("events", def.Events, "events of each watched job (default 100; 20 with -short)")
+	logDir := fs.String("log-dir", "", "on a failed run, write each replica's whole log into this directory")
 	gatewayBin := fs.String("gateway-bin", "", "gateway binary (default: go build ./cmd/gateway into a temporary directory)")
 	nginx := fs.String("nginx", "", "nginx binary (default: nginx on PATH, else /usr/sbin/nginx)")
 	nginxConf := fs.String("nginx-conf", "", "the nginx recipe: a markdown file with an <!-- nginx:begin --> block, or an nginx configuration (default: docs/balancers.md, docs/operations.md or README.md)")
@@ -72,6 +73,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	o.GatewayBin, o.Nginx, o.NginxConf, o.EnforceAvailability = *gatewayBin, *nginx, *nginxConf, *enforce
+	o.LogDir = *logDir
 	o.Progress = stderr
 	if err := o.validate(); err != nil {
 		fmt.Fprintln(stderr, "gateway-chaos:", err)

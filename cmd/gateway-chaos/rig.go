@@ -219,6 +219,12 @@ func (r *rig) dumpLogs(o Options) {
 	}
 	for _, rp := range r.c.Replicas {
 		o.progress("log of %s (tail):\n%s", rp.Instance, tail(rp.Log()))
+		if o.LogDir != "" {
+			name := filepath.Join(o.LogDir, rp.Instance+".log")
+			if err := os.WriteFile(name, []byte(rp.Log()), 0o644); err != nil {
+				o.progress("log of %s not kept: %v", rp.Instance, err)
+			}
+		}
 	}
 	if r.nginx != nil {
 		o.progress("nginx log (tail):\n%s", tail(r.nginx.logs()))

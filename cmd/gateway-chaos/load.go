@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/prototext"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	sessiongatev1 "github.com/sessiongate/sessiongate/gen/sessiongate/v1"
@@ -43,6 +44,7 @@ func (*attemptCounter) HandleRPC(ctx context.Context, s stats.RPCStats) {
 			n.Add(1)
 		}
 	}
+
 }
 func (*attemptCounter) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
 	return ctx
@@ -211,7 +213,8 @@ func (l *load) runJobs(ctx context.Context, slot int) {
 		cctx, attempts := withAttempts(cctx)
 		rt := l.routes[n%len(l.routes)]
 		start := time.Now()
-		resp, err := rt.gw.RunJob(cctx, &sessiongatev1.RunJobRequest{SessionId: id, Agent: "echo", Input: in})
+		var hdr, trl metadata.MD
+		resp, err := rt.gw.RunJob(cctx, &sessiongatev1.RunJobRequest{SessionId: id, Agent: "echo", Input: in}, grpc.Header(&hdr), grpc.Trailer(&trl))
 		cancel()
 		if ctx.Err() != nil {
 			return // the run ended: not a call outcome
@@ -220,7 +223,9 @@ func (l *load) runJobs(ctx context.Context, slot int) {
 		if err == nil {
 			got := resp.GetResult().GetStructValue().GetFields()["token"].GetStringValue()
 			if got != token {
-				l.rec.misdelivered(fmt.Sprintf("RunJob on %s via %s: sent token %q, got %s", id, rt.name, token, prototext.Format(resp)))
+				wire, _ := proto.Marshal(resp) // with the fields RunJobResponse does not know
+				l.rec.misdelivered(fmt.Sprintf("RunJob on %s via %s: sent token %q, got %s (%d bytes on the wire: %q; header %v, trailer %v, %d attempts, at %s)",
+					id, rt.name, token, prototext.Format(resp), len(wire), wire, hdr, trl, attempts.Load(), now.UTC().Format(time.RFC3339Nano)))
 			}
 		}
 		l.rec.call("RunJob", rt.name, slot, err, attempts.Load(), now, now.Sub(start))

@@ -318,3 +318,29 @@ func BenchmarkServiceCall(b *testing.B) {
 		})
 	}
 }
+
+// TestServiceCallNeverAnswersEmpty: a session call whose routing or
+// handler ends with neither an answer nor an error gets INTERNAL, never
+// the empty OK message grpc-go would send for it (a RunJob "succeeded"
+// with no job and no result).
+func TestServiceCallNeverAnswersEmpty(t *testing.T) {
+	access := &accessLog{log: slog.New(slog.DiscardHandler), skip: map[string]bool{}}
+	ran := false
+	e := &unaryEntry{
+		methods: serviceMethods(newGRPCMetrics(), access),
+		access:  access,
+		auth:    func(ctx context.Context) (context.Context, error) { return ctx, nil },
+		route: func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+			ran = true
+			return nil, nil
+		},
+	}
+	info := &grpc.UnaryServerInfo{FullMethod: sessiongatev1.SessionGateway_RunJob_FullMethodName}
+	resp, err := e.intercept(context.Background(), &sessiongatev1.RunJobRequest{}, info, nil)
+	if !ran {
+		t.Fatal("the call never reached its routing")
+	}
+	if resp != nil || status.Code(err) != codes.Internal {
+		t.Fatalf("got %v, %v; want no answer and INTERNAL", resp, err)
+	}
+}

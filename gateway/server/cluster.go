@@ -99,6 +99,11 @@ type ClusterConfig struct {
 	// scenario, with 1 s none (the client's retries cover the rest of the
 	// lease). Default 1 s; negative: no wait.
 	OwnerWait time.Duration
+
+	// routeHook, when set (tests only), decides each routing of a call
+	// instead of route, which it is given: a test scripts outcomes.
+	routeHook func(route routeFunc, ctx context.Context, id string, cached, write bool) (cluster.Action, string, string, error)
+
 	// PeerFirstByte bounds how long a forward waits for the owner's
 	// response header (sent before the owner runs the handler): past it
 	// the forward is abandoned and the call routed again, so that a frozen

@@ -3,8 +3,10 @@ package server
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,9 +16,11 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/sessiongate/sessiongate/gateway/arcpruntime"
+	"github.com/sessiongate/sessiongate/gateway/cluster"
 	"github.com/sessiongate/sessiongate/gateway/cluster/clustertest"
 	"github.com/sessiongate/sessiongate/gateway/directory"
 	"github.com/sessiongate/sessiongate/gateway/upstream"
@@ -37,6 +41,7 @@ type forwardRig struct {
 type forwardReplica struct {
 	gw     *Gateway
 	dir    *directory.Directory
+	lease  *leaseLoop
 	client sessiongatev1.SessionGatewayClient
 	addr   string
 	down   func() // Shutdown (once), then the lease and directory
@@ -100,7 +105,7 @@ func (r *forwardRig) start(inst string, cc func(*ClusterConfig)) *forwardReplica
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep := &forwardReplica{gw: gw, dir: d, client: sessiongatev1.NewSessionGatewayClient(conn), addr: addr}
+	rep := &forwardReplica{gw: gw, dir: d, lease: lease, client: sessiongatev1.NewSessionGatewayClient(conn), addr: addr}
 	stopped := false
 	rep.down = func() {
 		if stopped {
@@ -272,5 +277,94 @@ func TestLameDuckGoawayFirstListenerLast(t *testing.T) {
 	if c, err := net.DialTimeout("tcp", a.addr, time.Second); err == nil {
 		c.Close()
 		t.Fatal("gw-a's port accepts connections after Shutdown")
+	}
+}
+
+// TestCallForwardedAfterWaits: a call whose routing waited (here twice,
+// LEASE_LAPSED, as on a replica whose lease lapsed while Redis stalled)
+// until its OwnerWait was all but spent, and is then routed to the
+// session's owner, a replica it has not tried, is forwarded and answered
+// by the owner, unary and streaming. (Before, such a call was never
+// forwarded: the wait being over, the call ended with no error and no
+// response, which grpc-go sends as an empty OK message: a RunJob
+// "succeeded" with no job and no result, a WatchJob ended OK with no
+// event. gateway-chaos's redis-freeze scenario caught the RunJob.)
+func TestCallForwardedAfterWaits(t *testing.T) {
+	ctx := ctxT(t, 60*time.Second)
+	r := newForwardRig(t)
+	var mu sync.Mutex
+	lapsed := map[context.Context]int{} // routings of each call (its server context) so far
+	// gw-a's routing answers LEASE_LAPSED twice per call (keyed by the
+	// call's context), then routes as it would. Pauses 20 and 40 ms: at
+	// 60 ms the next pause (80 ms) would pass the 100 ms wait.
+	hook := func(route routeFunc, ctx context.Context, id string, cached, write bool) (cluster.Action, string, string, error) {
+		key := ctx
+		mu.Lock()
+		n := lapsed[key]
+		lapsed[key] = n + 1
+		mu.Unlock()
+		if n < 2 {
+			return cluster.TakeOver, "", "", errLeaseLapsed
+		}
+		return route(ctx, id, cached, write)
+	}
+	a := r.start("gw-a", func(cc *ClusterConfig) {
+		cc.SweepEvery, cc.OwnerWait, cc.routeHook = time.Hour, 100*time.Millisecond, hook
+	})
+	b := r.start("gw-b", nil)
+	open, err := b.client.OpenSession(ctx, &sessiongatev1.OpenSessionRequest{ClientName: "wait-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := open.GetSessionId()
+	waitOwner(t, ctx, a.dir, sid, "gw-b")
+
+	in, _ := structpb.NewValue(map[string]any{"token": "after-waits-" + sid})
+	var trl metadata.MD
+	resp, err := a.client.RunJob(ctx, &sessiongatev1.RunJobRequest{SessionId: sid, Agent: "echo", Input: in}, grpc.Trailer(&trl))
+	if err != nil {
+		t.Fatalf("RunJob through gw-a: %v", err)
+	}
+	if resp.GetJobId() == "" || !proto.Equal(resp.GetResult(), in) {
+		t.Fatalf("RunJob answered OK with job %q and result %v, want the echo of %v", resp.GetJobId(), resp.GetResult(), in)
+	}
+	if got := trl.Get(MetadataServedBy); len(got) != 1 || got[0] != "gw-a" || trl.Get(MetadataOwner)[0] != "gw-b" {
+		t.Fatalf("trailer %v: want owner gw-b, served by gw-a (forwarded)", trl)
+	}
+
+	sub, err := b.client.SubmitJob(ctx, &sessiongatev1.SubmitJobRequest{SessionId: sid, Agent: "echo", Input: in})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := a.client.WatchJob(ctx, &sessiongatev1.WatchJobRequest{SessionId: sid, JobId: sub.GetJobId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var items int
+	for {
+		it, err := stream.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("WatchJob through gw-a after %d items: %v", items, err)
+		}
+		items++
+		if it.GetResult() != nil && !proto.Equal(it.GetResult().GetResult(), in) {
+			t.Fatalf("WatchJob's result %v, want %v", it.GetResult().GetResult(), in)
+		}
+	}
+	if items == 0 {
+		t.Fatal("WatchJob through gw-a ended OK with no item: the call was never forwarded to the owner")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(lapsed) != 2 {
+		t.Fatalf("gw-a routed %d calls, want 2", len(lapsed))
+	}
+	for _, n := range lapsed {
+		if n < 3 {
+			t.Fatalf("a call was routed %d times: the script's waits did not happen", n)
+		}
 	}
 }

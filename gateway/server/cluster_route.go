@@ -292,6 +292,17 @@ func (c *clusterState) route(ctx context.Context, id string, cached, write bool)
 	return cluster.Serve, "", c.self, nil
 }
 
+// routeFunc is route's signature.
+type routeFunc = func(ctx context.Context, id string, cached, write bool) (cluster.Action, string, string, error)
+
+// routing is route, or the test's routeHook around it.
+func (c *clusterState) routing(ctx context.Context, id string, cached, write bool) (cluster.Action, string, string, error) {
+	if h := c.cfg.routeHook; h != nil {
+		return h(c.route, ctx, id, cached, write)
+	}
+	return c.route(ctx, id, cached, write)
+}
+
 // awaitOwner polls the directory until another live replica owns the
 // session (a sweeper adopts released sessions within SweepEvery), for at
 // most drainForwardWait.
@@ -502,7 +513,7 @@ func (g *Gateway) clusterUnary(ctx context.Context, req any, info *grpc.UnarySer
 	var last forwardTry
 	var wait ownerWait
 	for attempt := 0; ; attempt++ {
-		a, addr, owner, err := c.route(ctx, id, attempt == 0, isWrite(info.FullMethod, false))
+		a, addr, owner, err := c.routing(ctx, id, attempt == 0, isWrite(info.FullMethod, false))
 		if c.mayWait(ctx, a, err) && wait.pause(ctx, c.ownerWait()) {
 			continue
 		}
@@ -566,14 +577,14 @@ func (g *Gateway) clusterUnary(ctx context.Context, req any, info *grpc.UnarySer
 			}
 			return resp, err
 		case cluster.Forward:
-			if !c.againTo(ctx, &last, &wait, owner, addr, attempt) {
+			if !c.againTo(ctx, &last, &wait, owner, addr) {
 				return nil, last.err
 			}
 			resp, retry, err := c.forwardUnary(ctx, info.FullMethod, mi, req, id, owner, addr, attempt)
 			if !retry {
 				return resp, err
 			}
-			last = forwardTry{owner: owner, addr: addr, err: err}
+			last = forwardTry{owner: owner, addr: addr, err: err, forwards: last.forwards + 1}
 			continue
 		}
 		return nil, c.routeError(a, id, owner, addr, err)
@@ -585,19 +596,24 @@ func (g *Gateway) clusterUnary(ctx context.Context, req any, info *grpc.UnarySer
 type forwardTry struct {
 	owner, addr string
 	err         error
+	forwards    int // forwards of the call so far
 }
 
 func (t forwardTry) same(owner, addr string) bool {
 	return t.err != nil && t.owner == owner && t.addr == addr
 }
 
-// againTo says whether a call whose earlier forward was refused or did not
-// reach its owner (last) is forwarded to owner at addr now. The first
-// re-route to another replica goes at once; a re-route to the replica that
-// just failed, or any later one, after an ownerWait pause (false: the wait
-// is over; the caller gets last.err, which is retryable).
-func (c *clusterState) againTo(ctx context.Context, last *forwardTry, wait *ownerWait, owner, addr string, attempt int) bool {
-	if attempt == 0 || (attempt == 1 && !last.same(owner, addr)) {
+// againTo says whether a call is forwarded to owner at addr now (last is
+// its previous forward, refused or not reaching its owner, if any). A call
+// not forwarded yet goes at once, whatever waits its routing spent before
+// (LEASE_LAPSED, OWNER_SUSPECT, a detach under the handler): the owner is
+// new to it. So does the first re-route to another replica. A re-route to
+// the replica that just failed, or any later one, goes after an ownerWait
+// pause (false: the wait is over; the caller gets last.err, which is
+// retryable). Never false without a last.err: a call must not end without
+// an answer (clusterUnary would answer OK with an empty message).
+func (c *clusterState) againTo(ctx context.Context, last *forwardTry, wait *ownerWait, owner, addr string) bool {
+	if last.forwards == 0 || (last.forwards == 1 && !last.same(owner, addr)) {
 		return true
 	}
 	return wait.pause(ctx, c.ownerWait())
@@ -793,7 +809,7 @@ func (g *Gateway) clusterStream(srv any, ss grpc.ServerStream, info *grpc.Stream
 	var last forwardTry
 	var wait ownerWait
 	for attempt := 0; ; attempt++ {
-		a, addr, owner, err := c.route(ctx, id, attempt == 0, isWrite(info.FullMethod, mi.serverStreams))
+		a, addr, owner, err := c.routing(ctx, id, attempt == 0, isWrite(info.FullMethod, mi.serverStreams))
 		if c.mayWait(ctx, a, err) && wait.pause(ctx, c.ownerWait()) {
 			continue
 		}
@@ -815,14 +831,14 @@ func (g *Gateway) clusterStream(srv any, ss grpc.ServerStream, info *grpc.Stream
 			}
 			return handler(srv, rs)
 		case cluster.Forward:
-			if !c.againTo(ctx, &last, &wait, owner, addr, attempt) {
+			if !c.againTo(ctx, &last, &wait, owner, addr) {
 				return last.err
 			}
 			retry, err := c.forwardStream(ss, info.FullMethod, mi, first, id, owner, addr, attempt)
 			if !retry {
 				return err
 			}
-			last = forwardTry{owner: owner, addr: addr, err: err}
+			last = forwardTry{owner: owner, addr: addr, err: err, forwards: last.forwards + 1}
 			continue
 		}
 		return c.routeError(a, id, owner, addr, err)

@@ -391,3 +391,46 @@ func TestLiveOnlyObservedJobLostDefinitely(t *testing.T) {
 		t.Fatalf("lost after %v; the job itself runs 6 s", el)
 	}
 }
+
+// Frames of jobs a taken-over session did not know are adopted only within
+// MaxLiveJobs: a runtime streaming more jobs of the session than that is
+// not trusted with the gateway's memory (before, every job id a runtime
+// named was registered). Four jobs stream on the session; the connection
+// that takes it over, capped at two, adopts two and drops the others'
+// frames, counted.
+func TestRuntimeDrivenAdoptionCapped(t *testing.T) {
+	srv := runtimeServer(t, arcpruntime.Options{})
+	ctx := testCtx(t, 20*time.Second)
+	cfg := baseConfig(srv.URL())
+	cfg.Features = []string{arcp.FeatureHeartbeat, arcp.FeatureAck} // no list_jobs: adoption by frames only
+	var tokens []string
+	cfg.OnWelcome = func(_, tok string) { tokens = append(tokens, tok) }
+	a, err := upstream.Dial(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var jobs []string
+	for range 4 {
+		acc, err := a.Submit(ctx, arcp.Submit{Agent: "stream", Input: mustJSON(t, map[string]int{"count": 200, "interval_ms": 20})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobs = append(jobs, acc.JobID)
+	}
+	a.Detach()
+	cfg2 := baseConfig(srv.URL())
+	cfg2.Features = cfg.Features
+	cfg2.MaxLiveJobs = 2
+	cfg2.Resume = &upstream.ResumeFrom{SessionID: a.Status().SessionID, ResumeToken: tokens[0]}
+	b := dial(t, cfg2)
+	waitFor(ctx, t, "frames of a job past the cap to be refused", func() bool { return cfgCounters(b).AdoptRefused.Load() > 0 })
+	adopted := 0
+	for _, j := range jobs {
+		if b.HasJob(j) {
+			adopted++
+		}
+	}
+	if adopted != 2 || b.ActiveJobs() != 2 {
+		t.Fatalf("%d of the 4 streaming jobs adopted (%d active), want the cap, 2", adopted, b.ActiveJobs())
+	}
+}

@@ -75,4 +75,29 @@
 //     answered NOT_FOUND exactly as if the session did not exist.
 //   - When the directory cannot be read, a session not held here gets
 //     UNAVAILABLE naming the directory, never NOT_FOUND.
+//
+// # Call pace (CallWait: one call on the replica that received it)
+//
+// While a session's owner is unsettled a call waits, within OwnerWait and
+// a reserve before its deadline, to be routed again; CallWait says when it
+// pauses and when it is forwarded. Rule table (input × state → action):
+//
+//	Pause          now + next delay < until                  pause the delay (20 ms doubling to 200 ms), route again
+//	Pause          otherwise                                 wait over: the call gets the answer it has (the routing's error)
+//	Forward(o, a)  no forward of the call refused yet        forward at once: the owner is new to it, whatever it waited before
+//	Forward(o, a)  one refused, by another replica           forward at once (the first re-route)
+//	Forward(o, a)  otherwise                                 Pause first; wait over: the call gets the last refusal
+//	Refused(o, a)  —                                         counts the forward (refused before the owner ran it, or never sent)
+//
+// until = min(first use + OwnerWait, deadline − max(a tenth of what is
+// left, 250 ms)). The property test (callwait_test.go) runs 20,000 random
+// call schedules — waits, forwards answered or refused by three owners, the
+// call served here — and checks that every call ends with an answer (never
+// with none, which grpc-go would send as an empty OK message), that its
+// pauses stay within OwnerWait and out of the deadline's reserve, that a
+// first forward goes at once and no forward goes again to the replica that
+// just refused it without a pause, and that the call ends. It catches the
+// rule before the fix ("pace-by-attempt": a first forward after a pause
+// waited like a re-route and, the wait being over, the call had no answer)
+// and "no-pause-same".
 package cluster

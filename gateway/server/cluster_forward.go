@@ -30,8 +30,9 @@ import (
 // owner is frozen, overloaded or gone. Either way the forwarder waits,
 // within the caller's deadline, for the directory to name a live owner —
 // the session is taken over once the silent owner's lease lapses — and
-// finishes the call there (ownerWait). A forward that broke after the
-// owner's header came is not sent again: its outcome is unknown.
+// finishes the call there (OwnerWait, paced by cluster.CallWait). A
+// forward that broke after the owner's header came is not sent again: its
+// outcome is unknown.
 
 // sentKey carries a forward's *sentMark to the peer stats handler.
 type sentKey struct{}
@@ -108,66 +109,6 @@ func (a *attempt) unreachable(parent context.Context, err error) (why string, ok
 		return "not_sent", true
 	}
 	return "", false
-}
-
-// ownerWait paces the routing of a call whose owner could not be reached
-// (or is not yet judged gone: OWNER_SUSPECT) until the directory names a
-// live owner, within the caller's deadline: it ends a reserve before the
-// deadline (so the new owner has time to serve the call) and at most
-// ClusterConfig.OwnerWait after it began.
-type ownerWait struct {
-	until time.Time
-	delay time.Duration
-}
-
-// ownerWait is the longest wait of one call for a new owner.
-func (c *clusterState) ownerWait() time.Duration {
-	if c.cfg.OwnerWait > 0 {
-		return c.cfg.OwnerWait
-	}
-	return 0
-}
-
-// pause waits before the next routing. false: the wait is over (the
-// caller gets the last answer, which is retryable).
-func (w *ownerWait) pause(ctx context.Context, limit time.Duration) bool {
-	now := time.Now()
-	if w.until.IsZero() {
-		w.until = now.Add(limit)
-		if dl, ok := ctx.Deadline(); ok {
-			reserve := max(dl.Sub(now)/10, ownerWaitReserve)
-			w.until = minTime(w.until, dl.Add(-reserve))
-		}
-		w.delay = ownerWaitFirst
-	}
-	if !now.Add(w.delay).Before(w.until) {
-		return false
-	}
-	t := time.NewTimer(w.delay)
-	defer t.Stop()
-	w.delay = min(2*w.delay, ownerWaitMax)
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
-
-// Pacing of ownerWait: 20 ms doubling to 200 ms between routings (a
-// directory read each); the last 250 ms (or tenth) of a deadline are
-// left to the call itself.
-const (
-	ownerWaitFirst   = 20 * time.Millisecond
-	ownerWaitMax     = 200 * time.Millisecond
-	ownerWaitReserve = 250 * time.Millisecond
-)
-
-func minTime(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
 }
 
 // peerReady says the connection to addr is up (a forward to it would be

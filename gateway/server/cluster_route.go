@@ -510,11 +510,10 @@ func (g *Gateway) clusterUnary(ctx context.Context, req any, info *grpc.UnarySer
 	if c == nil || readOnlyMethods[info.FullMethod] || !validSessionID(id) {
 		return handler(ctx, req)
 	}
-	var last forwardTry
-	var wait ownerWait
+	pace := c.newPace()
 	for attempt := 0; ; attempt++ {
 		a, addr, owner, err := c.routing(ctx, id, attempt == 0, isWrite(info.FullMethod, false))
-		if c.mayWait(ctx, a, err) && wait.pause(ctx, c.ownerWait()) {
+		if c.mayWait(ctx, a, err) && pace.pause(ctx) {
 			continue
 		}
 		switch a {
@@ -530,7 +529,7 @@ func (g *Gateway) clusterUnary(ctx context.Context, req any, info *grpc.UnarySer
 				// adopter); a forwarded call is refused (DRAINING,
 				// before the handler), and its forwarder routes it.
 				c.inflight.Add(-1)
-				if forwardedFrom(ctx) == "" && wait.pause(ctx, c.ownerWait()) {
+				if forwardedFrom(ctx) == "" && pace.pause(ctx) {
 					continue
 				}
 				return nil, c.routeError(a, id, owner, addr, session.ErrDraining)
@@ -562,7 +561,7 @@ func (g *Gateway) clusterUnary(ctx context.Context, req any, info *grpc.UnarySer
 						"session "+id+" was handed off by "+c.self+" before this forwarded call ran: retry, or call the session's owner",
 						map[string]string{"instance_id": c.self})
 				}
-				if wait.pause(ctx, c.ownerWait()) {
+				if pace.pause(ctx) {
 					continue
 				}
 			}
@@ -577,50 +576,72 @@ func (g *Gateway) clusterUnary(ctx context.Context, req any, info *grpc.UnarySer
 			}
 			return resp, err
 		case cluster.Forward:
-			if !c.againTo(ctx, &last, &wait, owner, addr) {
-				return nil, last.err
+			if !pace.forward(ctx, owner, addr) {
+				return nil, pace.last
 			}
 			resp, retry, err := c.forwardUnary(ctx, info.FullMethod, mi, req, id, owner, addr, attempt)
 			if !retry {
 				return resp, err
 			}
-			last = forwardTry{owner: owner, addr: addr, err: err, forwards: last.forwards + 1}
+			pace.refused(owner, addr, err)
 			continue
 		}
 		return nil, c.routeError(a, id, owner, addr, err)
 	}
 }
 
-// forwardTry is a forward that was refused (NOT_OWNER, DRAINING, …) or
-// never reached its owner.
-type forwardTry struct {
-	owner, addr string
-	err         error
-	forwards    int // forwards of the call so far
+// callPace is a call's cluster.CallWait, with the sleeps it answers and
+// the last refusal of a forward (the call's answer when its wait is over).
+type callPace struct {
+	w    cluster.CallWait
+	last error
 }
 
-func (t forwardTry) same(owner, addr string) bool {
-	return t.err != nil && t.owner == owner && t.addr == addr
+func (c *clusterState) newPace() *callPace {
+	return &callPace{w: cluster.CallWait{Limit: c.cfg.OwnerWait}}
 }
 
-// againTo says whether a call is forwarded to owner at addr now (last is
-// its previous forward, refused or not reaching its owner, if any). A call
-// not forwarded yet goes at once, whatever waits its routing spent before
-// (LEASE_LAPSED, OWNER_SUSPECT, a detach under the handler): the owner is
-// new to it. So does the first re-route to another replica. A re-route to
-// the replica that just failed, or any later one, goes after an ownerWait
-// pause (false: the wait is over; the caller gets last.err, which is
-// retryable). Never false without a last.err: a call must not end without
-// an answer (clusterUnary would answer OK with an empty message).
-func (c *clusterState) againTo(ctx context.Context, last *forwardTry, wait *ownerWait, owner, addr string) bool {
-	if last.forwards == 0 || (last.forwards == 1 && !last.same(owner, addr)) {
+// pause sleeps the call's next pause before it is routed again; false: its
+// wait is over (or the caller gave up), and the call gets the answer it has.
+func (p *callPace) pause(ctx context.Context) bool {
+	d, ok := p.w.Pause(time.Now(), deadlineOf(ctx))
+	return ok && sleepCtx(ctx, d)
+}
+
+// forward says whether the call is forwarded to owner at addr, after the
+// pause CallWait asks for; false: the call gets p.last, never nil (CallWait
+// forwards a call at once until a forward of it was refused).
+func (p *callPace) forward(ctx context.Context, owner, addr string) bool {
+	d, ok := p.w.Forward(time.Now(), deadlineOf(ctx), owner, addr)
+	return ok && (d == 0 || sleepCtx(ctx, d))
+}
+
+// refused records a forward refused before the owner ran the call, or that
+// never reached it.
+func (p *callPace) refused(owner, addr string, err error) {
+	p.w.Refused(owner, addr)
+	p.last = err
+}
+
+func deadlineOf(ctx context.Context) time.Time {
+	dl, _ := ctx.Deadline()
+	return dl
+}
+
+// sleepCtx sleeps d; false if ctx ended first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
 		return true
 	}
-	return wait.pause(ctx, c.ownerWait())
 }
 
 // mayWait says whether a call routed to a (not) decision waits for a new
-// owner and is routed again (ownerWait): the owner's lease is gone but its
+// owner and is routed again (OwnerWait, cluster.CallWait): the owner's lease is gone but its
 // absence is not yet judged (OWNER_SUSPECT), or this replica's own lease
 // lapsed (LEASE_LAPSED). A forwarded call never waits (its forwarder does,
 // and would give up on a peer silent for PeerFirstByte).
@@ -806,11 +827,10 @@ func (g *Gateway) clusterStream(srv any, ss grpc.ServerStream, info *grpc.Stream
 	if c == nil || readOnlyMethods[info.FullMethod] || !validSessionID(id) {
 		return handler(srv, rs)
 	}
-	var last forwardTry
-	var wait ownerWait
+	pace := c.newPace()
 	for attempt := 0; ; attempt++ {
 		a, addr, owner, err := c.routing(ctx, id, attempt == 0, isWrite(info.FullMethod, mi.serverStreams))
-		if c.mayWait(ctx, a, err) && wait.pause(ctx, c.ownerWait()) {
+		if c.mayWait(ctx, a, err) && pace.pause(ctx) {
 			continue
 		}
 		switch a {
@@ -831,14 +851,14 @@ func (g *Gateway) clusterStream(srv any, ss grpc.ServerStream, info *grpc.Stream
 			}
 			return handler(srv, rs)
 		case cluster.Forward:
-			if !c.againTo(ctx, &last, &wait, owner, addr) {
-				return last.err
+			if !pace.forward(ctx, owner, addr) {
+				return pace.last
 			}
 			retry, err := c.forwardStream(ss, info.FullMethod, mi, first, id, owner, addr, attempt)
 			if !retry {
 				return err
 			}
-			last = forwardTry{owner: owner, addr: addr, err: err, forwards: last.forwards + 1}
+			pace.refused(owner, addr, err)
 			continue
 		}
 		return c.routeError(a, id, owner, addr, err)

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -77,6 +79,7 @@ func TestClusterFlushWhileResuming(t *testing.T) {
 	defer tick.Stop()
 	for {
 		missing := 0
+		var sample []string
 		var mu sync.Mutex
 		var wg sync.WaitGroup
 		for _, i := range survivors {
@@ -92,6 +95,9 @@ func TestClusterFlushWhileResuming(t *testing.T) {
 					if err != nil || st.GetInstanceId() != before[sid] {
 						mu.Lock()
 						missing++
+						if len(sample) < 5 {
+							sample = append(sample, fmt.Sprintf("%s on %s: owner %q (was %q), %v", sid, c.Replicas[i].Instance, st.GetInstanceId(), before[sid], err))
+						}
 						mu.Unlock()
 					}
 				}
@@ -105,7 +111,14 @@ func TestClusterFlushWhileResuming(t *testing.T) {
 			break
 		}
 		if time.Since(flushed) > 2*time.Second {
-			t.Fatalf("%d (session, survivor) pairs not visible with their owner 2 s after the FLUSHALL (%d orphans claimed, not resumed)", missing, len(orphans))
+			for _, i := range survivors {
+				for _, l := range strings.Split(c.Replicas[i].Log(), "\n") {
+					if strings.Contains(l, "flush") || strings.Contains(l, "lapse") || strings.Contains(l, "given back") || strings.Contains(l, "fenced") || strings.Contains(l, "vanished") {
+						t.Logf("%s: %.300s", c.Replicas[i].Instance, l)
+					}
+				}
+			}
+			t.Fatalf("%d (session, survivor) pairs not visible with their owner 2 s after the FLUSHALL (%d orphans claimed, not resumed); e.g. %s", missing, len(orphans), strings.Join(sample, "; "))
 		}
 		select {
 		case <-ctx.Done():

@@ -1209,8 +1209,12 @@ func (c *clusterState) runResume(p *pendingResume, jump bool) (string, *owned, e
 		sum, c.resumed = c.resumed, resumeSum{}
 	}
 	c.mu.Unlock()
+	if err == nil {
+		c.m.claimResume.WithLabelValues(sweepReason(p.why)).Observe(time.Since(p.claimed).Seconds())
+	}
 	if sum.n > 0 {
 		took := time.Since(sum.first)
+		c.m.waveResumed.Set(took.Seconds())
 		c.log.Info("takeover: claimed sessions resumed", "sessions", sum.n, "failed", sum.failed,
 			"took", took, "per_second", math.Round(float64(sum.n)/max(took.Seconds(), 1e-3)))
 	}

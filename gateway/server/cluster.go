@@ -778,7 +778,7 @@ func (c *clusterState) doWork(work []cluster.Work) {
 				c.wrote(o, w, err, 0)
 				c.afterWriteLocked(o, err)
 			case cluster.Restore:
-				err := c.restoreLocked(o, w)
+				err := c.restoreLocked(c.ctx, o, w)
 				c.observe(err)
 				c.wrote(o, w, err, 0)
 				c.afterWriteLocked(o, err)
@@ -789,11 +789,11 @@ func (c *clusterState) doWork(work []cluster.Work) {
 }
 
 // restoreLocked re-creates o's record as the core's Restore w says.
-func (c *clusterState) restoreLocked(o *owned, w cluster.Work) error {
+func (c *clusterState) restoreLocked(ctx context.Context, o *owned, w cluster.Work) error {
 	if w.IfAbsent {
-		return c.dir.RestoreIfAbsent(c.ctx, o.sessionLocked(), w.Epoch)
+		return c.dir.RestoreIfAbsent(ctx, o.sessionLocked(), w.Epoch)
 	}
-	return c.dir.Restore(c.ctx, o.sessionLocked(), w.Epoch)
+	return c.dir.Restore(ctx, o.sessionLocked(), w.Epoch)
 }
 
 // exportStats adds the core's decisions since the last tick to the
@@ -1462,7 +1462,7 @@ func (c *clusterState) giveBack(o *owned, why string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if restore {
-		if err := c.restoreLocked(o, w); err != nil {
+		if err := c.restoreLocked(ctx, o, w); err != nil {
 			c.log.Warn("give back: restore before the release failed", "session_id", o.id, "err", err)
 		}
 	}

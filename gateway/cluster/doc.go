@@ -43,11 +43,15 @@
 //	Claimed(epoch, marker)  a takeover's claim succeeded             held, not serving: MayServe false; its record kept (Confirm, Restore)
 //	Claimed(marker)         marker ≠ marker last seen                a flush came between the claim and now: Restore (unconfirmed if lapsed)
 //	MarkerSeen(m)           flush, a session held (not resumed yet)  Restore too: the record is the only trace of it (a takeover queued its resume)
+//	MarkerSeen(m)           flush, held, a lapse since its claim     Restore IfAbsent, then the grace and a Confirm: the previous owner, whose
+//	                                                                 transport no resume has cut, may restore its own (it then wins; the claim is fenced)
 //	MayResume               held                                     only with the record present and confirmed in the current gen (after a
 //	                                                                 flush: once restored), the lease valid: the welcome's token can be written
 //	Resumed                 held                                     serving; false if fenced or vanished meanwhile (detach the new transport)
 //	ResumeFailed(lost)      held                                     lost: gone, the record deleted
-//	ResumeFailed(released)  held                                     gone, released; restoreFirst when the record is missing (restore, then release)
+//	ResumeFailed(released)  held                                     gone, released; a Restore due (not IfAbsent) is made first, or the session vanishes
+//	                                                                 with its record; the shell reads the marker first, and gives nothing back while
+//	                                                                 a restore is due (Restoring)
 //	Recovering(marker age)  no record, marker absent or young        UNAVAILABLE, never NOT_FOUND: owners are restoring
 //
 // The directory's takeover script adds two checks of its own: the owner's

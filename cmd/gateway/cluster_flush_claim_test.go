@@ -12,7 +12,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/sessiongate/sessiongate/gateway/cluster/clustertest"
 	sessiongatev1 "github.com/sessiongate/sessiongate/gen/sessiongate/v1"
 )
 
@@ -216,5 +215,3 @@ func openMany(t *testing.T, ctx context.Context, gw sessiongatev1.SessionGateway
 	}
 	return sids
 }
-
-var _ = clustertest.ErrNoBinary

@@ -259,6 +259,22 @@ func TestClusterKillTakeoverAtScale(t *testing.T) {
 			}
 		}
 	}
+	// The operators' view of the same moment: each survivor's last wave
+	// (first claim → last resume) fits within SIGKILL → all resumed.
+	for i := 1; i < len(c.Replicas); i++ {
+		wave, err := c.Metric(ctx, i, "sessiongate_cluster_takeover_wave_seconds")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := c.Metric(ctx, i, "sessiongate_cluster_claim_resume_seconds_count")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: takeover wave %.2fs (claim → last resume), %v claim → resume observations", c.Replicas[i].Instance, wave, n)
+		if wave <= 0 || wave > fig.Resumed.Seconds() || n == 0 {
+			t.Errorf("%s: takeover wave %.2fs with %v observations; want within (0, %.2fs], the SIGKILL → all resumed measured", c.Replicas[i].Instance, wave, n, fig.Resumed.Seconds())
+		}
+	}
 	bound := c.LeaseTTL + time.Second
 	if fig.Claimed > bound {
 		t.Errorf("the last of %d sessions was claimed %v after the kill, want ≤ lease TTL + 1 s (%v)", fig.Orphans, fig.Claimed, bound)

@@ -40,6 +40,18 @@
 //	                                                                 the directory answers a record below the epoch held so too (a stale restore)
 //	Wrote(Unreachable)      Claim                                    claim unsure: served only while the lease holds in the gen of the claim
 //	Welcome                 claimed                                  token pending: WriteToken; no upstream resume until written
+//	Claimed(epoch, marker)  a takeover's claim succeeded             held, not serving: MayServe false; its record kept (Confirm, Restore)
+//	Claimed(marker)         marker ≠ marker last seen                a flush came between the claim and now: Restore (unconfirmed if lapsed)
+//	MarkerSeen(m)           flush, a session held (not resumed yet)  Restore too: the record is the only trace of it (a takeover queued its resume)
+//	MarkerSeen(m)           flush, held, a lapse since its claim     Restore IfAbsent, then the grace and a Confirm: the previous owner, whose
+//	                                                                 transport no resume has cut, may restore its own (it then wins; the claim is fenced)
+//	MayResume               held                                     only with the record present and confirmed in the current gen (after a
+//	                                                                 flush: once restored), the lease valid: the welcome's token can be written
+//	Resumed                 held                                     serving; false if fenced or vanished meanwhile (detach the new transport)
+//	ResumeFailed(lost)      held                                     lost: gone, the record deleted
+//	ResumeFailed(released)  held                                     gone, released; a Restore due (not IfAbsent) is made first, or the session vanishes
+//	                                                                 with its record; the shell reads the marker first, and gives nothing back while
+//	                                                                 a restore is due (Restoring)
 //	Recovering(marker age)  no record, marker absent or young        UNAVAILABLE, never NOT_FOUND: owners are restoring
 //
 // The directory's takeover script adds two checks of its own: the owner's
@@ -60,8 +72,11 @@
 // replicas serve one session, that no live session is answered NOT_FOUND
 // or lost, that directory-only faults move no session, and that every
 // session ends with one owner; TestOwnershipCatchesBrokenRules removes
-// rules (grace, lapse, restore, recovering, resume hold, the takeover
-// script's marker check) and shows each is caught. The schedules replay by
+// rules (grace, lapse, restore, the restore of held sessions, recovering,
+// resume hold, the takeover script's marker check) and shows each is
+// caught. A sweep's takeovers are claimed in a batch and resumed later (a
+// background queue, or at once by a call for one of them), so that a
+// flush or a fault can land between a claim and its resume. The schedules replay by
 // seed: no random draw follows map order.
 //
 // # Invariants (checked exhaustively by TestRouteInvariants)

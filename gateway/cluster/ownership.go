@@ -28,7 +28,11 @@ type Work struct {
 	ID    string
 	Kind  WorkKind
 	Epoch uint64 // Confirm, WriteToken, Restore: the epoch held
-	gen   uint64 // the replica's generation when the write was decided
+	// IfAbsent (Restore): create the record only where none is, never
+	// replace one at a lower epoch (a held claim not confirmed since a
+	// lapse: the previous owner's own restore wins).
+	IfAbsent bool
+	gen      uint64 // the replica's generation when the write was decided
 }
 
 // WorkKind names a directory write.
@@ -101,18 +105,21 @@ type PeerLease struct {
 
 // Stats count the core's decisions (for metrics).
 type Stats struct {
-	Lapses      uint64 // own lease found lapsed: writes stop until re-confirmed
-	Outages     uint64 // directory outages begun (a lease refresh failed)
-	OpFailures  uint64 // other directory operations that failed
-	GraceWaits  uint64 // graces begun (after an outage, a lapse, a flush)
-	Flushes     uint64 // directory flushes or empty restarts detected
-	NotYet      uint64 // takeovers refused: the owner's absence not yet judged
-	Fenced      uint64 // sessions detached: another replica holds them
-	Vanished    uint64 // sessions detached: the record is gone and no flush explains it
-	Takeovers   [3]uint64
-	Confirms    uint64 // epoch confirmations after a lapse
-	Restores    uint64 // records re-created after a flush
-	ResumeHolds uint64 // upstream resumes held back (token not recorded, lease not confirmed)
+	Lapses      uint64    // own lease found lapsed: writes stop until re-confirmed
+	Outages     uint64    // directory outages begun (a lease refresh failed)
+	OpFailures  uint64    // other directory operations that failed
+	GraceWaits  uint64    // graces begun (after an outage, a lapse, a flush)
+	Flushes     uint64    // directory flushes or empty restarts detected
+	NotYet      uint64    // takeovers refused: the owner's absence not yet judged
+	Fenced      uint64    // sessions detached: another replica holds them
+	Vanished    uint64    // sessions detached: the record is gone and no flush explains it
+	Takeovers   [3]uint64 // sessions claimed (held, not yet serving), by reason
+	Resumed     uint64    // held sessions resumed upstream: serving
+	ResumeLost  uint64    // held sessions whose resume the runtime refused: lost
+	ResumeGiven uint64    // held sessions given back (released) when their resume failed
+	Confirms    uint64    // epoch confirmations after a lapse
+	Restores    uint64    // records re-created after a flush
+	ResumeHolds uint64    // upstream resumes held back (token not recorded, lease not confirmed)
 }
 
 // Ownership is one replica's ownership state: its own lease, what it has
@@ -129,6 +136,7 @@ type Ownership struct {
 	lapsed     bool      // the lapse of leaseStart has been noted (gen bumped)
 	graceUntil time.Time // no judging of peers before this
 	gen        uint64    // bumped on every lapse, outage and flush: sessions must re-confirm
+	lapses     uint64    // own lease lapses so far (a held claim made before one is suspect)
 	marker     string    // the directory's incarnation marker last seen ("" = none yet)
 	peers      map[string]*peerView
 	sessions   map[string]*ownedSession
@@ -148,6 +156,13 @@ type ownedSession struct {
 	restore      bool   // a flush was detected: re-create the record
 	suspect      bool   // unconfirmed when the flush was detected: confirm after the grace
 	claimUnsure  bool   // a claim went unanswered: the record may exist, naming this replica
+	// held: claimed by a takeover (the directory names this replica at
+	// epoch) but not yet resumed upstream: no transport, nothing served;
+	// its record is this replica's to keep (confirm, restore) all the
+	// same, until Resumed or ResumeFailed.
+	held     bool
+	lapseAt  uint64 // held: the replica's lapses when it was claimed
+	ifAbsent bool   // restore only where no record is (a suspect held claim)
 }
 
 // NewOwnership returns the ownership state of a replica that has not yet
@@ -178,6 +193,7 @@ func (o *Ownership) noteLapse(now time.Time) {
 	}
 	if now.Sub(o.leaseStart) >= o.cfg.LeaseTTL-o.cfg.Margin {
 		o.lapsed = true
+		o.lapses++
 		o.stats.Lapses++
 		if o.cfg.brokenRule != "no-lapse" {
 			o.gen++
@@ -273,15 +289,35 @@ func (o *Ownership) MarkerSeen(now time.Time, marker string) {
 				}
 				continue
 			}
-			if o.cfg.brokenRule != "no-restore" {
-				s.restore = true
-			}
 			// Not confirmed since this replica's last lapse: it may have
 			// been taken over before the flush erased the epochs. It
 			// restores its record (a higher epoch restored by the taker
 			// wins), but serves only after the grace and a confirmation,
 			// by when the runtime has cut its transport if it was.
-			s.suspect = s.gen != o.gen || !valid
+			suspect := s.gen != o.gen || !valid
+			if s.held {
+				// A held claim is unconfirmed only by a lapse since
+				// it was made (a flush before this one bumps the gen
+				// too, and must not cost the claim).
+				suspect = s.lapseAt != o.lapses || !valid
+				if o.cfg.brokenRule == "no-held-restore" {
+					continue // as if unknown: its next write finds no record
+				}
+				// Claimed, not resumed, and not confirmed since a
+				// lapse: the previous owner may be live again and
+				// restore its own record, its transport never cut (no
+				// resume has moved the runtime's token). A restore at
+				// this claim's higher epoch would take the session
+				// from under it: the claim restores only where no
+				// record is (and is fenced, dropped, where one is).
+				s.ifAbsent = suspect
+			}
+			if o.cfg.brokenRule != "no-restore" {
+				// A held session (claimed, its resume queued) too: its
+				// record is the only trace of it in the directory.
+				s.restore = true
+			}
+			s.suspect = suspect
 		}
 		o.gen++
 		o.beginGrace(now)
@@ -413,11 +449,78 @@ func (o *Ownership) Opened(id string) {
 	}
 }
 
-// TookOver: this replica took the session over at epoch (the directory's
-// compare-and-set succeeded).
-func (o *Ownership) TookOver(id string, epoch uint64, reason TakeReason) {
-	o.sessions[id] = &ownedSession{epoch: epoch, gen: o.gen}
+// Claimed: this replica took the session over at epoch (the directory's
+// compare-and-set, checked against the incarnation marker, succeeded) and
+// has not yet resumed it upstream: it is held, not serving, until Resumed
+// or ResumeFailed. Its record is kept like any other (a flush restores
+// it). A marker other than the one last seen means the directory lost its
+// data between the claim and now, and this replica has learnt it already:
+// the record is restored all the same (unconfirmed if the lease has lapsed
+// meanwhile).
+func (o *Ownership) Claimed(id string, epoch uint64, reason TakeReason, marker string, now time.Time) {
+	s := &ownedSession{epoch: epoch, gen: o.gen, held: true, lapseAt: o.lapses}
+	if marker != "" && o.marker != "" && marker != o.marker && o.cfg.brokenRule != "no-held-restore" {
+		s.restore = true
+		s.suspect = !o.Valid(now)
+	}
+	o.sessions[id] = s
 	o.stats.Takeovers[reason]++
+}
+
+// Resumed: the held session's upstream resume was welcomed: it is served
+// from now on (MayServe decides each write). It returns false when the
+// session is no longer this replica's (fenced, or its record vanished,
+// while the resume was under way): detach the new transport silently.
+func (o *Ownership) Resumed(id string) bool {
+	s := o.sessions[id]
+	if s == nil || !s.held {
+		return false
+	}
+	s.held = false
+	o.stats.Resumed++
+	return true
+}
+
+// ResumeFailed: the resume of a held session failed (or the session was
+// adopted and could not be registered): it is no longer this replica's.
+// lost: the runtime refused it (token spent, window expired): the record
+// is deleted. Otherwise it is given back: released for another replica to
+// adopt; restoreFirst (ok) is then the restore a flush made due and not
+// yet done: it is made before the release (its result is not fed back),
+// or the session would vanish with its record. The caller feeds the directory's
+// marker (MarkerSeen) first, so that a flush not yet seen is known.
+func (o *Ownership) ResumeFailed(id string, lost bool) (restoreFirst Work, ok bool) {
+	s := o.sessions[id]
+	if s == nil {
+		return Work{}, false
+	}
+	delete(o.sessions, id)
+	if lost {
+		o.stats.ResumeLost++
+		return Work{}, false
+	}
+	o.stats.ResumeGiven++
+	if !s.held || !s.restore || s.ifAbsent {
+		// A suspect claim (a lapse since it was made) is not restored
+		// to be released: released, it would be adopted at once, before
+		// the grace in which the true owner's restore lands.
+		return Work{}, false
+	}
+	return Work{ID: id, Kind: Restore, Epoch: s.epoch, gen: o.gen}, true
+}
+
+// Restoring says a restore of id's record is due (a flush erased it): a
+// held session is not given back meanwhile, or its record would be lost
+// with it.
+func (o *Ownership) Restoring(id string) bool {
+	s := o.sessions[id]
+	return s != nil && s.restore
+}
+
+// Held says whether id is held (claimed, not yet resumed).
+func (o *Ownership) Held(id string) bool {
+	s := o.sessions[id]
+	return s != nil && s.held
 }
 
 // Welcome: the upstream session of id was welcomed with a new resume token.
@@ -454,6 +557,9 @@ func (o *Ownership) MayServe(id string, now time.Time) bool {
 	if s == nil {
 		return false
 	}
+	if s.held {
+		return false // no transport yet: a call resumes it first
+	}
 	if s.epoch == 0 {
 		// Unclaimed: nobody else can know of it. A claim that went
 		// unanswered may have created the record: then it is served
@@ -471,6 +577,18 @@ func (o *Ownership) MayServe(id string, now time.Time) bool {
 // (a takeover would present an older, spent one) or while the epoch is not
 // confirmed (a taker may be presenting the stored token right now).
 func (o *Ownership) MayResume(id string, now time.Time) bool {
+	ok := o.mayResume(id, now)
+	if !ok && o.sessions[id] != nil {
+		o.stats.ResumeHolds++
+	}
+	return ok
+}
+
+// MayResumeQuiet is MayResume without counting a hold (for a caller that
+// polls until it may).
+func (o *Ownership) MayResumeQuiet(id string, now time.Time) bool { return o.mayResume(id, now) }
+
+func (o *Ownership) mayResume(id string, now time.Time) bool {
 	s := o.sessions[id]
 	if s == nil {
 		return false
@@ -478,14 +596,16 @@ func (o *Ownership) MayResume(id string, now time.Time) bool {
 	if s.epoch == 0 && !s.claimUnsure {
 		return true
 	}
-	ok := !s.tokenPending && s.epoch != 0 && o.MayServe(id, now)
 	if o.cfg.brokenRule == "no-resume-hold" {
-		ok = true
+		return true
 	}
-	if !ok {
-		o.stats.ResumeHolds++
+	if s.held {
+		// The first resume of a claimed session: its record confirmed
+		// in this gen and present (restored, after a flush), so that
+		// the welcome's token can be recorded.
+		return s.epoch != 0 && !s.tokenPending && !s.missing && !s.restore && o.Valid(now) && s.gen == o.gen
 	}
-	return ok
+	return !s.tokenPending && s.epoch != 0 && o.MayServe(id, now)
 }
 
 // Due returns the writes to make now, in a stable order: claims of opened
@@ -503,7 +623,7 @@ func (o *Ownership) Due(now time.Time) (work []Work, detach []string) {
 		case s.restore:
 			// At once, lease or not: the record is missing, and the
 			// higher epoch wins if a stale owner restores too.
-			work = append(work, Work{ID: id, Kind: Restore, Epoch: s.epoch, gen: o.gen})
+			work = append(work, Work{ID: id, Kind: Restore, Epoch: s.epoch, IfAbsent: s.ifAbsent, gen: o.gen})
 		case !valid:
 			// Writes wait for the lease: a lapsed replica may have been
 			// taken over, and its writes would be fenced anyway.
@@ -558,7 +678,7 @@ func (o *Ownership) Wrote(id string, w Work, r Result, epoch uint64) (detach boo
 		}
 		s.missing = false
 		if w.Kind == Restore {
-			s.restore = false
+			s.restore, s.ifAbsent = false, false
 			o.stats.Restores++
 		}
 		if w.Kind == Confirm {

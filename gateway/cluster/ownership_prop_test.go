@@ -29,7 +29,8 @@ import (
 //   - I3: in a schedule whose only faults are directory stalls of up to
 //     2 × LeaseTTL, flushes and restarts without data, no owner changes.
 //
-// and after the faults end and a quiet period of 2 × LeaseTTL + 1 s:
+// and after the faults end and a quiet period of 2 × LeaseTTL + 1 s, plus
+// the longest wait of a claimed session in the resume queue (1 s):
 //   - I4: every live session has exactly one owner, alive, serving it, named
 //     by its directory record (a session whose owner died was taken over
 //     within that bound).
@@ -73,6 +74,16 @@ type simHeld struct {
 	cutAt    int64
 }
 
+// simPend is a session a replica's sweep has claimed and whose resume is
+// queued (held, not serving): resumed at `at` (the background queue), or
+// at once by a call for it.
+type simPend struct {
+	token int    // the stored token the claim read
+	epoch uint64 // the epoch claimed
+	at    int64  // when the queue reaches it
+	since int64  // when it was claimed
+}
+
 type simReplica struct {
 	idx        int
 	name       string
@@ -86,6 +97,7 @@ type simReplica struct {
 	jump       int64
 	core       *Ownership
 	held       map[string]*simHeld
+	pend       map[string]*simPend // claimed, resume queued
 	nextLease  int64
 	nextTick   int64
 	nextSweep  int64
@@ -154,6 +166,7 @@ func (s *sim) start(r *simReplica) {
 	r.jump = 0
 	r.core = NewOwnership(OwnershipConfig{Self: r.name, LeaseTTL: simTTL * time.Millisecond, brokenRule: s.broken})
 	r.held = make(map[string]*simHeld)
+	r.pend = make(map[string]*simPend)
 	r.nextLease = s.t
 	r.nextTick = s.t + s.rng.Int64N(simTick)
 	r.nextSweep = s.t + s.rng.Int64N(simSweep)
@@ -189,7 +202,7 @@ func (s *sim) write(r *simReplica, w Work) (res Result, epoch uint64) {
 		return Unreachable, 0
 	}
 	rec := s.recs[w.ID]
-	h := r.held[w.ID]
+	tok := s.tokenOf(r, w.ID)
 	res, epoch = OK, w.Epoch
 	switch w.Kind {
 	case Claim:
@@ -197,22 +210,24 @@ func (s *sim) write(r *simReplica, w Work) (res Result, epoch uint64) {
 			// A claim whose reply was lost, made again: ours (the
 			// directory's Claim answers EXISTS with the owner).
 			epoch = rec.epoch
-			rec.token = h.token
+			rec.token = tok
 			break
 		}
 		if rec != nil {
 			res = Fenced
 			break
 		}
-		s.recs[w.ID] = &simRec{owner: r.name, epoch: 1, token: h.token}
+		s.recs[w.ID] = &simRec{owner: r.name, epoch: 1, token: tok}
 		s.published[w.ID] = true
 		epoch = 1
 	case Restore:
 		switch {
+		case rec != nil && w.IfAbsent && (rec.owner != r.name || rec.epoch != w.Epoch):
+			res = Fenced
 		case rec == nil, rec.epoch < w.Epoch:
 			// Higher epoch wins: a stale owner that restored first is
 			// fenced at its next write.
-			s.recs[w.ID] = &simRec{owner: r.name, epoch: w.Epoch, token: h.token}
+			s.recs[w.ID] = &simRec{owner: r.name, epoch: w.Epoch, token: tok}
 		case rec.owner != r.name || rec.epoch != w.Epoch:
 			res = Fenced
 		}
@@ -227,13 +242,25 @@ func (s *sim) write(r *simReplica, w Work) (res Result, epoch uint64) {
 		case rec.owner != r.name || rec.epoch != w.Epoch:
 			res = Fenced
 		case w.Kind == WriteToken:
-			rec.token = h.token
+			rec.token = tok
 		}
 	}
 	if s.lostReply() {
 		return Unreachable, 0
 	}
 	return res, epoch
+}
+
+// tokenOf is the token r holds for id: its transport's, or (claimed, not
+// resumed) the stored one its claim read.
+func (s *sim) tokenOf(r *simReplica, id string) int {
+	if h := r.held[id]; h != nil {
+		return h.token
+	}
+	if p := r.pend[id]; p != nil {
+		return p.token
+	}
+	return 0
 }
 
 // ---- the shell of one replica ----
@@ -253,6 +280,12 @@ func (s *sim) stepReplica(r *simReplica) {
 	for _, id := range heldIDs(r) {
 		if h := r.held[id]; h != nil && h.liveTill >= 0 && s.t >= h.liveTill {
 			s.tryResume(r, id, h)
+		}
+	}
+	// The background resumes of claimed sessions the queue has reached.
+	for _, id := range pendIDs(r) {
+		if p := r.pend[id]; p != nil && s.t >= p.at {
+			s.resumePending(r, id)
 		}
 	}
 	// The lease loop (directory.Run), the tick and the sweep run on their
@@ -299,6 +332,15 @@ func heldIDs(r *simReplica) []string {
 	return ids
 }
 
+func pendIDs(r *simReplica) []string {
+	ids := make([]string, 0, len(r.pend))
+	for id := range r.pend {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
 func (s *sim) refreshLease(r *simReplica) {
 	start := r.now(s.t)
 	l, ok := s.leases[r.name]
@@ -331,9 +373,10 @@ func (s *sim) tick(r *simReplica) {
 	for _, id := range detach {
 		s.logf("%s detaches %s: its record vanished", r.name, id)
 		delete(r.held, id)
+		delete(r.pend, id)
 	}
 	for _, w := range work {
-		if r.held[w.ID] == nil {
+		if r.held[w.ID] == nil && r.pend[w.ID] == nil {
 			continue
 		}
 		res, epoch := s.write(r, w)
@@ -345,6 +388,7 @@ func (s *sim) tick(r *simReplica) {
 		if r.core.Wrote(w.ID, w, res, epoch) {
 			s.logf("%s: %s of %s fenced; detached", r.name, w.Kind, w.ID)
 			delete(r.held, w.ID)
+			delete(r.pend, w.ID)
 		}
 	}
 }
@@ -436,7 +480,7 @@ func (s *sim) sweep(r *simReplica) {
 		if rec == nil {
 			continue
 		}
-		if rec.owner == "" || slices.Contains(dead, rec.owner) || (rec.owner == r.name && r.held[id] == nil) {
+		if rec.owner == "" || slices.Contains(dead, rec.owner) || (rec.owner == r.name && r.held[id] == nil && r.pend[id] == nil) {
 			s.takeOver(r, id, "sweep")
 		}
 	}
@@ -499,11 +543,99 @@ func (s *sim) takeOver(r *simReplica, id, why string) Verdict {
 		s.live = nil
 		return NotYet
 	}
-	h := &simHeld{token: rec.token, liveTill: -1}
-	r.held[id] = h
-	r.core.TookOver(id, rec.epoch, reason)
-	s.resumeAt(r, id, h)
+	// Claimed: held, not serving. A call resumes it at once; a sweep's
+	// batch queues its resume (gateway/server: 64 at once in the
+	// background), so that a flush or a fault can land in between.
+	delete(r.pend, id)
+	r.core.Claimed(id, rec.epoch, reason, s.marker, r.now(s.t))
+	p := &simPend{token: rec.token, epoch: rec.epoch, at: s.t, since: s.t}
+	r.pend[id] = p
+	if why == "call" {
+		s.resumePending(r, id)
+		if r.held[id] != nil {
+			return Take
+		}
+		return NotYet
+	}
+	p.at = s.t + s.rng.Int64N(simQueue)
 	return Take
+}
+
+// simGiveUp: a claimed session whose resume the core has held back this
+// long (lease lapsed, epoch unconfirmed) is given back (gateway/server:
+// awaitResume).
+const simGiveUp = 2 * simTTL
+
+// simQueue bounds how long a sweep's claim waits in the resume queue.
+const simQueue = 1000
+
+// resumePending resumes a claimed session upstream, as gateway/server's
+// runResume: when the core allows it, with the stored token the claim
+// read; given back (released) when the resume fails or waits too long;
+// lost when the runtime refuses the token.
+func (s *sim) resumePending(r *simReplica, id string) {
+	p := r.pend[id]
+	if !r.core.Held(id) {
+		// Fenced, or its record vanished, while queued.
+		s.logf("%s: claimed %s no longer held; dropped", r.name, id)
+		delete(r.pend, id)
+		return
+	}
+	rt := s.rt[id]
+	if !r.core.MayResume(id, r.now(s.t)) {
+		if s.t-p.since >= simGiveUp && s.reach(r) {
+			s.giveBack(r, id, p, "held back too long")
+		}
+		return
+	}
+	if s.t < s.faultsTill && s.reach(r) && s.rng.IntN(25) == 0 {
+		s.giveBack(r, id, p, "runtime unreachable")
+		return
+	}
+	if rt.closed || rt.token != p.token {
+		// Refused: the token was spent. The record goes (epoch-checked).
+		r.core.ResumeFailed(id, true)
+		delete(r.pend, id)
+		if rec := s.recs[id]; rec != nil && rec.owner == r.name && rec.epoch == p.epoch && s.reach(r) {
+			delete(s.recs, id)
+		}
+		if !s.mayBeLost[id] && !rt.closed {
+			s.fail("I2: session %s lost: %s's resume refused (claimed with token %d, runtime's %d)", id, r.name, p.token, rt.token)
+		}
+		rt.closed = true
+		s.live = nil
+		return
+	}
+	delete(r.pend, id)
+	h := &simHeld{token: p.token, liveTill: -1}
+	r.held[id] = h
+	s.resumeAt(r, id, h)
+	if r.held[id] != nil && !r.core.Resumed(id) {
+		s.logf("%s: %s resumed but no longer held; detached", r.name, id)
+		delete(r.held, id)
+	}
+}
+
+// giveBack releases a claimed session whose resume failed: the release
+// script, epoch-checked; a record that is missing (a flush: known to the
+// core, or found by the release) is re-created first at the epoch held.
+func (s *sim) giveBack(r *simReplica, id string, p *simPend, why string) {
+	// As gateway/server: the marker first (a flush not yet seen), then
+	// the core's verdict.
+	r.core.MarkerSeen(r.now(s.t), s.ensureMarker())
+	if r.core.Restoring(id) && why != "runtime unreachable" {
+		return // not while its record is to be restored
+	}
+	w, restoreFirst := r.core.ResumeFailed(id, false)
+	rec := s.recs[id]
+	s.logf("%s gives %s back (%s; restore first %v %+v, record %+v)", r.name, id, why, restoreFirst, w, rec)
+	if restoreFirst {
+		s.write(r, w)
+	}
+	delete(r.pend, id)
+	if rec = s.recs[id]; rec != nil && rec.owner == r.name && rec.epoch == p.epoch {
+		rec.owner = ""
+	}
 }
 
 // ---- clients ----
@@ -538,6 +670,10 @@ func (s *sim) call() {
 		return
 	}
 	s.stats.calls++
+	if r.pend[id] != nil {
+		// Claimed here, its resume queued: the call resumes it at once.
+		s.resumePending(r, id)
+	}
 	if h := r.held[id]; h != nil {
 		if s.believesLive(h) && r.core.MayServe(id, r.now(s.t)) {
 			s.stats.served++
@@ -628,6 +764,9 @@ func (s *sim) fault() {
 		for id := range r.held {
 			s.mayBeLost[id] = true
 		}
+		for id := range r.pend {
+			s.mayBeLost[id] = true
+		}
 		s.replicaFault(n, r)
 	case n < 93:
 		s.replicaFault(n, r)
@@ -674,6 +813,11 @@ func (s *sim) doubleFault() {
 				s.mayBeLost[id] = true
 			}
 		}
+		for id := range r.pend {
+			if s.recs[id] == nil {
+				s.mayBeLost[id] = true
+			}
+		}
 	}
 }
 
@@ -695,10 +839,13 @@ func (s *sim) flush() {
 			for id := range r.held {
 				s.mayBeLost[id] = true
 			}
+			for id := range r.pend {
+				s.mayBeLost[id] = true
+			}
 		}
 	}
 	for id, rt := range s.rt {
-		if rt.holder < 0 || !s.up(s.reps[rt.holder]) {
+		if (rt.holder < 0 || !s.up(s.reps[rt.holder]) || s.reps[rt.holder].held[id] == nil) && !s.claimedBy(id) {
 			s.mayBeLost[id] = true
 		}
 	}
@@ -707,6 +854,22 @@ func (s *sim) flush() {
 	s.marker = ""
 	s.lastFlush = s.t
 	s.stats.flushes++
+}
+
+// claimedBy says a replica that is up and reaches the directory holds
+// id claimed at its record's epoch, its resume queued: it restores the
+// record after a flush (no double fault).
+func (s *sim) claimedBy(id string) bool {
+	rec := s.recs[id]
+	if rec == nil {
+		return false
+	}
+	for _, r := range s.reps {
+		if p := r.pend[id]; p != nil && s.up(r) && s.t >= r.partTill && rec.owner == r.name && rec.epoch == p.epoch {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *sim) kill(r *simReplica) {
@@ -720,8 +883,14 @@ func (s *sim) kill(r *simReplica) {
 			rt.holder = -1
 		}
 	}
+	for id := range r.pend {
+		if s.recs[id] == nil {
+			s.mayBeLost[id] = true // a flush not yet restored
+		}
+	}
 	r.alive = false
 	r.held = nil
+	r.pend = nil
 }
 
 // ---- invariants ----
@@ -802,7 +971,7 @@ func runOwnership(seed uint64, broken string) (st simStats, err error) {
 		st = s.stats
 	}()
 	faultSteps := int64(150 + s.rng.IntN(150))
-	end := faultSteps*simStep + 2*simTTL + 1000
+	end := faultSteps*simStep + 2*simTTL + 1000 + simQueue
 	s.faultsTill = faultSteps * simStep
 	// Warm-up: leases and a few sessions, no faults.
 	for ; s.t < end; s.t += simStep {
@@ -880,7 +1049,7 @@ func TestOwnershipProperties(t *testing.T) {
 // TestOwnershipCatchesBrokenRules shows that the property test fails when a
 // rule is removed on purpose.
 func TestOwnershipCatchesBrokenRules(t *testing.T) {
-	for _, rule := range []string{"no-grace", "no-lapse", "no-restore", "no-recovering", "no-resume-hold", "no-marker-check"} {
+	for _, rule := range []string{"no-grace", "no-lapse", "no-restore", "no-held-restore", "no-recovering", "no-resume-hold", "no-marker-check"} {
 		t.Run(rule, func(t *testing.T) {
 			for seed := uint64(1); seed <= 3000; seed++ {
 				if _, err := runOwnership(seed, rule); err != nil {

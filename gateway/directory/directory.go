@@ -247,6 +247,9 @@ type Record struct {
 
 	// Takeover only.
 	PreviousOwner string // owner before the takeover ("" = it had been released)
+	// Marker is the incarnation marker the takeover script checked: the
+	// record was claimed while the directory held that marker.
+	Marker string
 }
 
 // Change is what Update writes. Zero fields leave the record's value; an
@@ -312,9 +315,10 @@ func (d *Directory) Update(ctx context.Context, sessionID string, epoch uint64, 
 // should Delete it.
 func (d *Directory) Takeover(ctx context.Context, sessionID string) (Record, error) {
 	var res []any
+	marker := d.LastMarker()
 	err := d.do(ctx, "takeover", func(ctx context.Context) (err error) {
 		res, err = takeoverScript.Run(ctx, d.rdb, []string{d.sessKey(sessionID)},
-			d.cfg.Instance, d.leasePrefix, d.cfg.SessionTTL.Milliseconds(), d.markerKey, d.LastMarker(),
+			d.cfg.Instance, d.leasePrefix, d.cfg.SessionTTL.Milliseconds(), d.markerKey, marker,
 			d.ownedPrefix, d.releasedKey, sessionID).Slice()
 		return err
 	})
@@ -326,7 +330,9 @@ func (d *Directory) Takeover(ctx context.Context, sessionID string) (Record, err
 	if verdictOf(s) == "FLUSHED" {
 		return Record{}, ErrFlushed
 	}
-	return d.takeoverReply(sessionID, s)
+	r, err := d.takeoverReply(sessionID, s)
+	r.Marker = marker
+	return r, err
 }
 
 // TakeoverResult is one session's answer in a TakeoverMany batch: the
@@ -348,7 +354,8 @@ func (d *Directory) TakeoverMany(ctx context.Context, ids []string) ([]TakeoverR
 	}
 	keys := make([]string, len(ids))
 	args := make([]any, 0, 7+len(ids))
-	args = append(args, d.cfg.Instance, d.leasePrefix, d.cfg.SessionTTL.Milliseconds(), d.markerKey, d.LastMarker(),
+	marker := d.LastMarker()
+	args = append(args, d.cfg.Instance, d.leasePrefix, d.cfg.SessionTTL.Milliseconds(), d.markerKey, marker,
 		d.ownedPrefix, d.releasedKey)
 	for i, id := range ids {
 		keys[i] = d.sessKey(id)
@@ -373,6 +380,7 @@ func (d *Directory) TakeoverMany(ctx context.Context, ids []string) ([]TakeoverR
 	for i, id := range ids {
 		one, _ := res[i+1].([]any)
 		out[i].Record, out[i].Err = d.takeoverReply(id, anyStrings(one))
+		out[i].Record.Marker = marker
 	}
 	return out, nil
 }
@@ -885,12 +893,29 @@ func (d *Directory) LastMarker() string {
 // lower epoch; a record at the same epoch of this replica is left as it
 // is; anything else is a *FencedError.
 func (d *Directory) Restore(ctx context.Context, s Session, epoch uint64) error {
+	return d.restore(ctx, s, epoch, false)
+}
+
+// RestoreIfAbsent is Restore that never replaces a record at a lower
+// epoch: where any record other than this replica's at epoch is, it
+// answers ErrFenced. It is the restore of a claim not yet resumed and not
+// confirmed since a lapse (cluster.Work.IfAbsent): the previous owner,
+// whose transport no resume has cut, may have restored its own.
+func (d *Directory) RestoreIfAbsent(ctx context.Context, s Session, epoch uint64) error {
+	return d.restore(ctx, s, epoch, true)
+}
+
+func (d *Directory) restore(ctx context.Context, s Session, epoch uint64, ifAbsent bool) error {
+	absent := "0"
+	if ifAbsent {
+		absent = "1"
+	}
 	var res []string
 	err := d.do(ctx, "restore", func(ctx context.Context) (err error) {
 		res, err = restoreScript.Run(ctx, d.rdb, []string{d.sessKey(s.ID)},
 			d.cfg.Instance, strconv.FormatUint(epoch, 10), s.Caller, s.Runtime, s.UpstreamSessionID,
 			d.sealToken(s.ID, s.ResumeToken), strconv.FormatUint(s.AckedSeq, 10), d.cfg.SessionTTL.Milliseconds(),
-			d.ownedPrefix, s.ID).StringSlice()
+			d.ownedPrefix, s.ID, absent).StringSlice()
 		return err
 	})
 	if err != nil {

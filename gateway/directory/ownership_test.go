@@ -100,8 +100,18 @@ func TestMarkerRestoreTakeover(t *testing.T) {
 	if err := b.Restore(ctx, session("s"), 1); err != nil {
 		t.Fatal(err)
 	}
+	// RestoreIfAbsent never replaces a record, even at a lower epoch.
+	if err := a.RestoreIfAbsent(ctx, session("s"), 2); !errors.Is(err, directory.ErrFenced) {
+		t.Fatalf("RestoreIfAbsent over a lower epoch: %v, want fenced", err)
+	}
+	if rec, err := a.Get(ctx, "s"); err != nil || rec.Owner != "b" || rec.Epoch != 1 {
+		t.Fatalf("record after a refused RestoreIfAbsent: %+v %v, want b's at 1", rec, err)
+	}
 	if err := a.Restore(ctx, session("s"), 2); err != nil {
 		t.Fatalf("restore at a higher epoch: %v", err)
+	}
+	if err := a.RestoreIfAbsent(ctx, session("s"), 2); err != nil {
+		t.Fatalf("RestoreIfAbsent of our own record: %v", err)
 	}
 	if err := b.Restore(ctx, session("s"), 1); !errors.Is(err, directory.ErrFenced) {
 		t.Fatalf("restore at a lower epoch over a higher: %v, want fenced", err)
@@ -120,8 +130,18 @@ func TestMarkerRestoreTakeover(t *testing.T) {
 	if _, err := b.Marker(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if rec, err := b.Takeover(ctx, "s"); err != nil || rec.Epoch != 3 { // a has no lease
-		t.Fatalf("Takeover after reading the marker: %+v %v", rec, err)
+	if rec, err := b.Takeover(ctx, "s"); err != nil || rec.Epoch != 3 || rec.Marker != m1 { // a has no lease
+		t.Fatalf("Takeover after reading the marker: %+v %v (want marker %q)", rec, err, m1)
+	}
+	// An empty directory: RestoreIfAbsent creates.
+	if err := rc.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.RestoreIfAbsent(ctx, session("s"), 3); err != nil {
+		t.Fatalf("RestoreIfAbsent into an empty directory: %v", err)
+	}
+	if rec, err := a.Get(ctx, "s"); err != nil || rec.Owner != "b" || rec.Epoch != 3 {
+		t.Fatalf("record after RestoreIfAbsent: %+v %v", rec, err)
 	}
 }
 

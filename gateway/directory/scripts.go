@@ -266,14 +266,15 @@ return m
 // replaces one at a lower epoch (the higher epoch wins: a stale owner that
 // restored first is fenced at its next write); {'OK'} also when the record
 // is already ours at epoch; else {'FENCED', owner, epoch}. ARGV 9, 10:
-// owner index prefix, session id.
+// owner index prefix, session id; ARGV 11 '1': only where no record is
+// (never replace one at a lower epoch).
 var restoreScript = redis.NewScript(luaLib + `
 local v = redis.call('HMGET', KEYS[1], 'owner', 'epoch')
 if v[1] and v[1] == ARGV[1] and v[2] == ARGV[2] then
   redis.call('SADD', ARGV[9] .. ARGV[1], ARGV[10])
   return {'OK'}
 end
-if v[1] and not gt(ARGV[2], v[2]) then return {'FENCED', v[1], v[2]} end
+if v[1] and (ARGV[11] == '1' or not gt(ARGV[2], v[2])) then return {'FENCED', v[1], v[2]} end
 if v[1] and v[1] ~= '' then redis.call('SREM', ARGV[9] .. v[1], ARGV[10]) end
 redis.call('SADD', ARGV[9] .. ARGV[1], ARGV[10])
 redis.call('DEL', KEYS[1])

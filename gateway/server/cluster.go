@@ -225,14 +225,17 @@ type clusterState struct {
 	// and not yet resumed upstream, by session id; resumed in the
 	// background, bounded (resumeSem), or at once by a call that needs
 	// one (it jumps the queue).
-	resuming  map[string]*pendingResume // guarded by mu
-	resumeSem chan struct{}
-	resumeWG  sync.WaitGroup     // background resume goroutines
-	resumed   resumeSum          // guarded by mu: resumes since the queue was last empty
-	stop      context.CancelFunc // guarded by mu: ends the loop
-	loop      chan struct{}      // guarded by mu: closed when the loop has returned
-	ctx       context.Context    // lifetime of takeover dials; cancelled by Shutdown
-	cancel    context.CancelFunc
+	resuming map[string]*pendingResume // guarded by mu
+	// claimedNow: sessions a call's takeover has claimed and is resuming
+	// (held, like resuming's), by session id.
+	claimedNow map[string]*owned // guarded by mu
+	resumeSem  chan struct{}
+	resumeWG   sync.WaitGroup     // background resume goroutines
+	resumed    resumeSum          // guarded by mu: resumes since the queue was last empty
+	stop       context.CancelFunc // guarded by mu: ends the loop
+	loop       chan struct{}      // guarded by mu: closed when the loop has returned
+	ctx        context.Context    // lifetime of takeover dials; cancelled by Shutdown
+	cancel     context.CancelFunc
 
 	// relaysEnd is cancelled when the lame duck ends: streams this
 	// replica relays to other owners are cut then (see lameDuck).
@@ -271,6 +274,11 @@ type owned struct {
 	written time.Time  // guarded by mu; last successful write
 	since   time.Time  // immutable once in clusterState.owned: when this replica got it
 	win     cluster.AckWindow
+	// from is, while the session is claimed by a takeover and not yet
+	// resumed (conn nil, guarded by mu), what the directory recorded of
+	// it, with the latest token a welcome gave: what a restore writes
+	// back after a flush.
+	from *directory.Session
 }
 
 type takeoverFlight struct {
@@ -286,12 +294,13 @@ type pendingResume struct {
 	rec     directory.Record
 	why     cluster.TakeReason
 	claimed time.Time
+	o       *owned // the session as held: no conn until resumed (the core: held)
 
 	mu      sync.Mutex
 	started bool // guarded by mu
 	done    chan struct{}
 	caller  string // set before done is closed
-	o       *owned
+	res     *owned // the resumed session, set before done is closed
 	err     error
 }
 
@@ -313,7 +322,7 @@ func newClusterState(cfg ClusterConfig, self string, table *session.Table[*upstr
 		tmpl: tmpl, features: features, retained: retained, log: log.With("component", "cluster"), m: m,
 		peers: make(map[string]*grpc.ClientConn), watchdogs: make(map[string]*watchdog), owned: make(map[string]*owned),
 		pending: make(map[*upstream.Conn]*owned), flights: make(map[string]*takeoverFlight),
-		resuming: make(map[string]*pendingResume), resumeSem: make(chan struct{}, resumeParallel),
+		resuming: make(map[string]*pendingResume), resumeSem: make(chan struct{}, resumeParallel), claimedNow: make(map[string]*owned),
 		owners: cluster.NewOwnerCache(cfg.OwnerCacheTTL, 0), codec: wirecodec.NewCodec(),
 	}
 	c.selfHints = c.hints(self, "")
@@ -486,6 +495,9 @@ func (c *clusterState) claimLocked(o *owned) {
 
 // sessionLocked is what the directory records of the session now.
 func (o *owned) sessionLocked() directory.Session {
+	if o.conn == nil {
+		return *o.from // claimed, not yet resumed
+	}
 	tok, _ := o.conn.ResumePoint()
 	return directory.Session{
 		ID: o.id, Caller: o.caller, Runtime: o.runtime, UpstreamSessionID: o.conn.Status().SessionID,
@@ -503,6 +515,11 @@ func (c *clusterState) onWelcome(o *owned, token string) {
 	}
 	c.withCore(func(core *cluster.Ownership) { core.Welcome(o.id) })
 	o.token = token
+	if o.conn == nil && o.from != nil {
+		// The resume of a claimed session: the runtime spent the
+		// stored token; a restore writes this one.
+		o.from.ResumeToken = token
+	}
 	c.writeTokenLocked(o)
 }
 
@@ -734,6 +751,12 @@ func (c *clusterState) doWork(work []cluster.Work) {
 	for _, w := range work {
 		c.mu.Lock()
 		o := c.owned[w.ID]
+		if p := c.resuming[w.ID]; o == nil && p != nil {
+			o = p.o // claimed, its resume queued: held all the same
+		}
+		if o == nil {
+			o = c.claimedNow[w.ID]
+		}
 		c.mu.Unlock()
 		if o == nil {
 			continue
@@ -748,17 +771,19 @@ func (c *clusterState) doWork(work []cluster.Work) {
 			case cluster.Claim:
 				c.claimLocked(o)
 			case cluster.WriteToken:
-				if o.token == "" {
+				if o.token == "" && o.conn != nil {
 					o.token, _ = o.conn.ResumePoint()
 				}
-				c.writeTokenLocked(o)
+				if o.token != "" {
+					c.writeTokenLocked(o)
+				}
 			case cluster.Confirm:
 				err := c.dir.Update(c.ctx, o.id, w.Epoch, directory.Change{})
 				c.observe(err)
 				c.wrote(o, w, err, 0)
 				c.afterWriteLocked(o, err)
 			case cluster.Restore:
-				err := c.dir.Restore(c.ctx, o.sessionLocked(), w.Epoch)
+				err := c.restoreLocked(c.ctx, o, w)
 				c.observe(err)
 				c.wrote(o, w, err, 0)
 				c.afterWriteLocked(o, err)
@@ -766,6 +791,14 @@ func (c *clusterState) doWork(work []cluster.Work) {
 		}()
 	}
 	wg.Wait()
+}
+
+// restoreLocked re-creates o's record as the core's Restore w says.
+func (c *clusterState) restoreLocked(ctx context.Context, o *owned, w cluster.Work) error {
+	if w.IfAbsent {
+		return c.dir.RestoreIfAbsent(ctx, o.sessionLocked(), w.Epoch)
+	}
+	return c.dir.Restore(ctx, o.sessionLocked(), w.Epoch)
 }
 
 // exportStats adds the core's decisions since the last tick to the
@@ -790,6 +823,9 @@ func (c *clusterState) exportStats() {
 	add("confirm", st.Confirms, old.Confirms)
 	add("restore", st.Restores, old.Restores)
 	add("resume_hold", st.ResumeHolds, old.ResumeHolds)
+	add("claim_resumed", st.Resumed, old.Resumed)
+	add("claim_lost", st.ResumeLost, old.ResumeLost)
+	add("claim_given_back", st.ResumeGiven, old.ResumeGiven)
 	for r := range st.Takeovers {
 		add("takeover_"+cluster.TakeReason(r).String(), st.Takeovers[r], old.Takeovers[r])
 	}
@@ -1089,7 +1125,10 @@ func (c *clusterState) claimOrphans(ctx context.Context, todo []directory.Orphan
 				c.m.takeovers.WithLabelValues(sweepReason(whys[id]), "error").Inc()
 			default:
 				claimed++
-				p := &pendingResume{rec: r.Record, why: whys[id], claimed: at, done: make(chan struct{})}
+				p := &pendingResume{rec: r.Record, why: whys[id], claimed: at, o: c.heldOwned(r.Record), done: make(chan struct{})}
+				// The core learns the claim now (held, not serving), so
+				// that a flush before the resume restores its record.
+				c.withCore(func(core *cluster.Ownership) { core.Claimed(id, r.Record.Epoch, p.why, r.Record.Marker, at) })
 				c.mu.Lock()
 				c.resuming[id] = p
 				c.mu.Unlock()
@@ -1142,7 +1181,7 @@ func (c *clusterState) runResume(p *pendingResume, jump bool) (string, *owned, e
 	if p.started {
 		p.mu.Unlock()
 		<-p.done
-		return p.caller, p.o, p.err
+		return p.caller, p.res, p.err
 	}
 	p.started = true
 	p.mu.Unlock()
@@ -1153,10 +1192,10 @@ func (c *clusterState) runResume(p *pendingResume, jump bool) (string, *owned, e
 	switch {
 	case c.ctx.Err() != nil, c.draining.Load():
 		// Shutting down: give it back, for another replica to adopt.
-		_ = c.dir.Release(context.WithoutCancel(c.ctx), p.rec.ID, p.rec.Epoch)
+		c.giveBack(p.o, "draining")
 		err = session.ErrDraining
 	default:
-		p.caller, p.o, err = c.resumeClaimed(p.rec, p.why, sweepReason(p.why), p.claimed)
+		p.caller, p.res, err = c.resumeClaimed(p.o, p.rec, p.why, sweepReason(p.why), p.claimed)
 	}
 	p.err = err
 	c.mu.Lock()
@@ -1175,15 +1214,21 @@ func (c *clusterState) runResume(p *pendingResume, jump bool) (string, *owned, e
 		sum, c.resumed = c.resumed, resumeSum{}
 	}
 	c.mu.Unlock()
+	if err == nil {
+		c.m.claimResume.WithLabelValues(sweepReason(p.why)).Observe(time.Since(p.claimed).Seconds())
+	}
 	if sum.n > 0 {
 		took := time.Since(sum.first)
+		c.m.waveResumed.Set(took.Seconds())
 		c.log.Info("takeover: claimed sessions resumed", "sessions", sum.n, "failed", sum.failed,
 			"took", took, "per_second", math.Round(float64(sum.n)/max(took.Seconds(), 1e-3)))
 	}
 	result := "ok"
 	switch {
-	case errors.Is(err, session.ErrDraining):
+	case errors.Is(err, session.ErrDraining), errors.Is(err, errGivenBack):
 		result = "released"
+	case errors.Is(err, errClaimGone):
+		result = "fenced"
 	case err != nil:
 		result = "error"
 	}
@@ -1192,7 +1237,7 @@ func (c *clusterState) runResume(p *pendingResume, jump bool) (string, *owned, e
 	c.m.takeovers.WithLabelValues(sweepReason(p.why), result).Inc()
 	c.m.resumesPending.WithLabelValues(sweepReason(p.why)).Dec()
 	close(p.done)
-	return p.caller, p.o, err
+	return p.caller, p.res, err
 }
 
 // releaseResuming is the handoff's part for claimed sessions not yet
@@ -1301,27 +1346,61 @@ func (c *clusterState) takeOver(id, owner string, ownerLive bool, reason string)
 	case err != nil:
 		return "", nil, err
 	}
-	return c.resumeClaimed(rec, why, reason, start)
+	o = c.heldOwned(rec)
+	c.withCore(func(core *cluster.Ownership) { core.Claimed(id, rec.Epoch, why, rec.Marker, time.Now()) })
+	// Findable by the loop (a restore after a flush) while it resumes.
+	c.mu.Lock()
+	c.claimedNow[id] = o
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		if c.claimedNow[id] == o {
+			delete(c.claimedNow, id)
+		}
+		c.mu.Unlock()
+	}()
+	return c.resumeClaimed(o, rec, why, reason, start)
 }
 
-// resumeClaimed resumes upstream a session this replica has just claimed
-// in the directory (rec, at rec.Epoch), and makes it a session of the
-// table. A replica whose own lease is not valid does not resume (a taker
-// may be presenting the stored token): it waits for the lease, briefly,
-// then releases the session for another replica.
-func (c *clusterState) resumeClaimed(rec directory.Record, why cluster.TakeReason, reason string, start time.Time) (caller string, o *owned, err error) {
+// heldOwned is the owned record of a session claimed by a takeover and
+// not yet resumed (no conn: the core's "held").
+func (c *clusterState) heldOwned(rec directory.Record) *owned {
+	from := rec.Session
+	o := &owned{id: rec.ID, caller: rec.Caller, runtime: rec.Runtime, adopted: true, epoch: rec.Epoch, acked: rec.AckedSeq,
+		written: time.Now(), since: time.Now(), from: &from}
+	o.win.Lag = c.cfg.AckLag
+	return o
+}
+
+// errGivenBack: a claimed session's resume failed; it was released for
+// another replica. errClaimGone: the claim was fenced, or its record
+// vanished, before the resume: the session is not this replica's.
+var (
+	errGivenBack = errors.New("cluster: the claimed session could not be resumed here; released for another replica")
+	errClaimGone = errors.New("cluster: the claimed session is no longer this replica's")
+)
+
+// resumeClaimed resumes upstream a session this replica has claimed in
+// the directory (rec, at rec.Epoch; o as heldOwned made it, the core told
+// Claimed), and makes it a session of the table. It resumes only when the
+// core allows (its record present and confirmed: after a flush, once
+// restored); it gives the session back (released) when that does not come
+// within awaitResume's bound, or the resume fails; the runtime refusing
+// the token loses it.
+func (c *clusterState) resumeClaimed(o *owned, rec directory.Record, why cluster.TakeReason, reason string, start time.Time) (caller string, _ *owned, err error) {
 	id := rec.ID
-	if !c.awaitLease() {
-		_ = c.dir.Release(c.ctx, id, rec.Epoch)
-		return "", nil, errNotYet
+	switch c.awaitResume(o) {
+	case resumeGone:
+		return "", nil, fmt.Errorf("%w: %w", errNotYet, errClaimGone)
+	case resumeGiveUp:
+		c.giveBack(o, "held back")
+		return "", nil, fmt.Errorf("%w: %w", errNotYet, errGivenBack)
 	}
 	rt, ok := c.runtimes[rec.Runtime]
 	if !ok {
-		_ = c.dir.Release(c.ctx, id, rec.Epoch)
-		return "", nil, fmt.Errorf("cluster: session %s is on runtime %q, which this replica does not configure", id, rec.Runtime)
+		c.giveBack(o, "runtime not configured")
+		return "", nil, fmt.Errorf("cluster: session %s is on runtime %q, which this replica does not configure: %w", id, rec.Runtime, errGivenBack)
 	}
-	o = &owned{id: id, caller: rec.Caller, runtime: rec.Runtime, adopted: true, epoch: rec.Epoch, acked: rec.AckedSeq, written: time.Now(), since: time.Now()}
-	o.win.Lag = c.cfg.AckLag
 	uc := c.upstreamConfig(rt, rec.Caller)
 	uc.Resume = &upstream.ResumeFrom{SessionID: rec.UpstreamSessionID, ResumeToken: rec.ResumeToken, LastEventSeq: rec.AckedSeq}
 	uc.AckLimited = true
@@ -1336,32 +1415,34 @@ func (c *clusterState) resumeClaimed(rec directory.Record, why cluster.TakeReaso
 			// expired) or welcomed it into another session
 			// (upstream.ErrResumeMismatch): the session is lost, with
 			// a definite error.
+			c.withCore(func(core *cluster.Ownership) { core.ResumeFailed(id, true) })
 			_ = c.dir.Delete(c.ctx, id, rec.Epoch)
 			c.log.Warn("takeover: the runtime refused the resume; session lost", "session_id", id, "err", err)
 			return "", nil, &session.LostError{Err: err}
 		}
-		_ = c.dir.Release(c.ctx, id, rec.Epoch)
-		return "", nil, fmt.Errorf("cluster: resume session %s upstream: %w", id, err)
+		c.giveBack(o, "resume failed")
+		return "", nil, fmt.Errorf("cluster: resume session %s upstream: %w (%w)", id, err, errGivenBack)
 	}
+	o.mu.Lock()
 	o.conn = conn
+	o.mu.Unlock()
+	var mine bool
+	c.withCore(func(core *cluster.Ownership) { mine = core.Resumed(id) })
+	if !mine || o.fenced.Load() {
+		// Fenced, or its record vanished, while it resumed: somebody
+		// else's. Silently (never close it upstream).
+		conn.Detach()
+		c.log.Info("takeover: the claim was fenced while it resumed; detached", "session_id", id)
+		return "", nil, fmt.Errorf("%w: %w", errNotYet, errClaimGone)
+	}
 	if _, err := c.table.Adopt(id, rec.Caller, rec.Runtime, conn); err != nil {
 		conn.Detach()
-		_ = c.dir.Release(c.ctx, id, rec.Epoch)
+		c.giveBack(o, "adopt failed")
 		return "", nil, err
 	}
 	c.mu.Lock()
 	c.owned[id] = o
 	c.mu.Unlock()
-	var pending bool
-	o.mu.Lock()
-	pending = o.token != "" // the welcome's token write (onWelcome, during Dial) failed
-	o.mu.Unlock()
-	c.withCore(func(core *cluster.Ownership) {
-		core.TookOver(id, rec.Epoch, why)
-		if pending {
-			core.Welcome(id) // written again by the loop (WriteToken)
-		}
-	})
 	lvl := slog.LevelInfo
 	if reason != "call" {
 		lvl = slog.LevelDebug // thousands at once: the sweep logs the sum
@@ -1371,25 +1452,69 @@ func (c *clusterState) resumeClaimed(rec directory.Record, why cluster.TakeReaso
 	return rec.Caller, o, nil
 }
 
-// awaitLease says whether this replica's own lease is valid, waiting up
-// to a LeaseTTL for it (a refresh may be under way).
-func (c *clusterState) awaitLease() bool {
-	deadline := time.Now().Add(c.dir.LeaseTTL())
-	for {
-		var ok bool
-		c.withCore(func(core *cluster.Ownership) { ok = core.Valid(time.Now()) })
-		if ok {
-			return true
+// giveBack releases a claimed session this replica will not resume (the
+// core: ResumeFailed, not lost). The directory's marker is read first, so
+// that the core knows of a flush not yet seen: a record a flush erased is
+// restored before it is released, or the session would vanish with it.
+func (c *clusterState) giveBack(o *owned, why string) {
+	ctx := context.WithoutCancel(c.ctx)
+	if m, err := c.dir.Marker(ctx); err == nil {
+		c.withCore(func(core *cluster.Ownership) { core.MarkerSeen(time.Now(), m) })
+	}
+	var w cluster.Work
+	var restore bool
+	c.withCore(func(core *cluster.Ownership) { w, restore = core.ResumeFailed(o.id, false) })
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if restore {
+		if err := c.restoreLocked(ctx, o, w); err != nil {
+			c.log.Warn("give back: restore before the release failed", "session_id", o.id, "err", err)
 		}
-		if time.Now().After(deadline) || c.ctx.Err() != nil {
-			return false
+	}
+	err := c.dir.Release(ctx, o.id, o.epoch)
+	c.observe(err)
+	c.log.Info("takeover: claimed session given back (released for another replica)", "session_id", o.id, "why", why, "err", err)
+}
+
+type resumeVerdict uint8
+
+const (
+	resumeNow resumeVerdict = iota
+	resumeGiveUp
+	resumeGone
+)
+
+// awaitResume waits until the core lets the claimed session o be resumed
+// (cluster.Ownership.MayResume: the lease valid, its record present and
+// confirmed), for up to two LeaseTTLs, longer while a restore of its
+// record is due (giving it back then would lose it). resumeGone: the core
+// dropped the claim (fenced, vanished).
+func (c *clusterState) awaitResume(o *owned) resumeVerdict {
+	deadline := time.Now().Add(2 * c.dir.LeaseTTL())
+	for first := true; ; first = false {
+		var may, held, restoring bool
+		c.withCore(func(core *cluster.Ownership) {
+			now := time.Now()
+			held, restoring = core.Held(o.id), core.Restoring(o.id)
+			if first {
+				may = core.MayResume(o.id, now) // a hold counted once
+			} else {
+				may = core.MayResumeQuiet(o.id, now)
+			}
+		})
+		switch {
+		case !held || o.fenced.Load():
+			return resumeGone
+		case may:
+			return resumeNow
+		case c.ctx.Err() != nil, time.Now().After(deadline) && !restoring:
+			return resumeGiveUp
 		}
 		t := time.NewTimer(20 * time.Millisecond)
 		select {
 		case <-t.C:
 		case <-c.ctx.Done():
 			t.Stop()
-			return false
 		}
 	}
 }

@@ -23,11 +23,13 @@ type clusterMetrics struct {
 	forgedForwards prometheus.Counter
 	dirErrors      *prometheus.CounterVec // op
 	owned          prometheus.Gauge
-	resumesPending *prometheus.GaugeVec   // reason (sweep, handoff): claimed by a sweep, not yet resumed upstream
-	resumeJumps    prometheus.Counter     // of those, resumed at once for a call
-	ownerCache     *prometheus.CounterVec // result (hit, miss)
-	cacheHit       prometheus.Counter     // ownerCache{result="hit"}
-	cacheMiss      prometheus.Counter     // ownerCache{result="miss"}
+	resumesPending *prometheus.GaugeVec     // reason (sweep, handoff): claimed by a sweep, not yet resumed upstream
+	resumeJumps    prometheus.Counter       // of those, resumed at once for a call
+	claimResume    *prometheus.HistogramVec // reason: a sweep's claim → resumed upstream
+	waveResumed    prometheus.Gauge         // the last wave of claims: first claim → last resume
+	ownerCache     *prometheus.CounterVec   // result (hit, miss)
+	cacheHit       prometheus.Counter       // ownerCache{result="hit"}
+	cacheMiss      prometheus.Counter       // ownerCache{result="miss"}
 }
 
 func newClusterMetrics(reg prometheus.Registerer, d *directory.Directory) (*clusterMetrics, error) {
@@ -39,9 +41,9 @@ func newClusterMetrics(reg prometheus.Registerer, d *directory.Directory) (*clus
 		forwardRetries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sessiongate_cluster_forward_retries_total",
 			Help: "Forwards routed again, by why: not_sent (the owner could not be reached), no_first_byte (no response header within --peer-first-byte), refused (the owner's routing refused it: NOT_OWNER, DRAINING, OWNER_SUSPECT, LEASE_LAPSED)."}, []string{"why"}),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sessiongate_cluster_ownership_decisions_total",
-			Help: "Decisions of the ownership core: lease_lapse, outage, grace_wait, flush_detected, takeover_not_yet, takeover_{released,dead,self}, fenced, vanished, confirm, restore, resume_hold."}, []string{"decision"}),
+			Help: "Decisions of the ownership core: lease_lapse, outage, grace_wait, flush_detected, takeover_not_yet, takeover_{released,dead,self}, fenced, vanished, confirm, restore, resume_hold, claim_resumed, claim_given_back, claim_lost."}, []string{"decision"}),
 		takeovers: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sessiongate_cluster_takeovers_total",
-			Help: "Takeovers of sessions whose owner was gone or released them, by reason (call; sweep: owner gone; handoff: released, adopted by a sweep) and result (ok, owned, not_found, error, released: claimed, then given back while draining)."}, []string{"reason", "result"}),
+			Help: "Takeovers of sessions whose owner was gone or released them, by reason (call; sweep: owner gone; handoff: released, adopted by a sweep) and result (ok, owned, not_found, error, released: claimed, then given back (draining, or its resume failed), fenced: claimed, then fenced or its record vanished before the resume)."}, []string{"reason", "result"}),
 		handoffs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sessiongate_cluster_handoffs_total",
 			Help: "Sessions handed off (detached and released in the directory) while draining, by result."}, []string{"result"}),
 		fenced: prometheus.NewCounter(prometheus.CounterOpts{Name: "sessiongate_cluster_fenced_total",
@@ -56,11 +58,16 @@ func newClusterMetrics(reg prometheus.Registerer, d *directory.Directory) (*clus
 			Help: "Sessions a sweep has claimed in the directory and not yet resumed upstream (resumed in the background; a call for one resumes it at once), by reason (sweep: owner gone; handoff: released)."}, []string{"reason"}),
 		resumeJumps: prometheus.NewCounter(prometheus.CounterOpts{Name: "sessiongate_cluster_resume_jumps_total",
 			Help: "Claimed sessions resumed ahead of the background queue because a call needed one."}),
+		claimResume: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sessiongate_cluster_claim_resume_seconds",
+			Help:    "Time from a sweep's claim of a session (owner gone, or released) to its upstream resume here, by reason (sweep, handoff); the slowest of a wave is when the last orphan became usable without a call resuming it.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2, 14)}, []string{"reason"}),
+		waveResumed: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sessiongate_cluster_takeover_wave_seconds",
+			Help: "The last wave of claimed sessions (claims until the resume queue was empty again): seconds from its first claim to its last resume (also logged, \"takeover: claimed sessions resumed\")."}),
 		ownerCache: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sessiongate_cluster_owner_cache_total",
 			Help: "Lookups of the owner cache by calls for sessions held elsewhere, by result (hit: forwarded without reading the directory)."}, []string{"result"}),
 	}
 	m.cacheHit, m.cacheMiss = m.ownerCache.WithLabelValues("hit"), m.ownerCache.WithLabelValues("miss")
-	for _, c := range []prometheus.Collector{m.forwards, m.forwardSeconds, m.forwardRetries, m.takeovers, m.decisions, m.handoffs, m.fenced, m.forgedForwards, m.dirErrors, m.owned, m.resumesPending, m.resumeJumps, m.ownerCache} {
+	for _, c := range []prometheus.Collector{m.forwards, m.forwardSeconds, m.forwardRetries, m.takeovers, m.decisions, m.handoffs, m.fenced, m.forgedForwards, m.dirErrors, m.owned, m.resumesPending, m.resumeJumps, m.claimResume, m.waveResumed, m.ownerCache} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("gateway: register cluster metrics: %w", err)
 		}

@@ -93,6 +93,14 @@ func TestClusterClaimedSessionJumpsTheQueue(t *testing.T) {
 	if got := series(t, f.reg, "sessiongate_cluster_resumes_pending", map[string]string{"reason": "handoff"}); got != 0 {
 		t.Fatalf("resumes pending after the call = %v, want 0", got)
 	}
+	// The claim → resume time is observed, and the wave (one session)
+	// is over: its length is the gauge's.
+	if got := series(t, f.reg, "sessiongate_cluster_claim_resume_seconds", map[string]string{"reason": "handoff"}); got != 1 {
+		t.Fatalf("claim → resume observations = %v, want 1", got)
+	}
+	if got := series(t, f.reg, "sessiongate_cluster_takeover_wave_seconds", nil); got <= 0 || got > 60 {
+		t.Fatalf("takeover wave seconds = %v, want the claim → resume time (> 0)", got)
+	}
 
 	// Draining with a claimed session not yet resumed: released.
 	id2 := release()

@@ -285,6 +285,20 @@ func (c *Cluster) Term(ctx context.Context, i int) error {
 	}
 }
 
+// FreezeRuntime stops the reference runtime with SIGSTOP (a runtime slow
+// to take resumes: the kernel still accepts connections, nothing is
+// answered); ThawRuntime continues it. Close ends a frozen runtime too.
+func (c *Cluster) FreezeRuntime() { c.signalRuntime(syscall.SIGSTOP) }
+
+// ThawRuntime continues a frozen runtime (SIGCONT).
+func (c *Cluster) ThawRuntime() { c.signalRuntime(syscall.SIGCONT) }
+
+func (c *Cluster) signalRuntime(sig os.Signal) {
+	if p := c.rt; p != nil {
+		_ = p.cmd.Process.Signal(sig)
+	}
+}
+
 // StopRedis kills redis-server (its data is lost: no persistence).
 func (c *Cluster) StopRedis() {
 	if p := c.redis; p != nil {

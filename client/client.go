@@ -46,6 +46,8 @@ type options struct {
 	replicas []string // WithReplicas
 
 	window int32 // WithWindowBytes
+
+	silenceAfter, silenceTimeout time.Duration // WithSilenceBound; after < 0: WithoutSilenceBound
 }
 
 // DefaultWindowBytes is the HTTP/2 flow-control window a Client grants the
@@ -112,6 +114,7 @@ type Client struct {
 	api   gatewayv1.SessionGatewayClient
 	conn  *grpc.ClientConn // nil when the caller owns the connection
 	token string
+	wd    *watchdog // the silence bound; nil without one
 }
 
 // New connects to the gateway at target (see grpc.NewClient: the connection
@@ -137,11 +140,36 @@ func New(target string, opts ...Option) (*Client, error) {
 	if sc != "" {
 		dial = append(dial, grpc.WithDefaultServiceConfig(sc))
 	}
+	var wd *watchdog
+	if o.silenceAfter >= 0 {
+		after, timeout := o.silenceAfter, o.silenceTimeout
+		if after == 0 {
+			after = DefaultSilenceAfter
+		}
+		if timeout <= 0 {
+			timeout = DefaultSilenceTimeout
+		}
+		wd = newWatchdog(after, timeout, []grpc.DialOption{grpc.WithTransportCredentials(o.creds)})
+		dial = append(dial, grpc.WithChainUnaryInterceptor(wd.unary))
+	}
 	conn, err := grpc.NewClient(target, append(dial, o.dial...)...)
 	if err != nil {
+		if wd != nil {
+			wd.close()
+		}
 		return nil, err
 	}
-	return &Client{api: gatewayv1.NewSessionGatewayClient(conn), conn: conn, token: o.token}, nil
+	return &Client{api: gatewayv1.NewSessionGatewayClient(conn), conn: conn, token: o.token, wd: wd}, nil
+}
+
+// Conn is the connection New made (nil for NewFromConn's client), for the
+// generated stubs: their calls get the retry policy, the balancing and the
+// silence bound as the Client's own do.
+func (c *Client) Conn() grpc.ClientConnInterface {
+	if c.conn == nil {
+		return nil
+	}
+	return c.conn
 }
 
 // NewFromConn wraps a connection the caller owns (and closes); no retry
@@ -155,7 +183,11 @@ func (c *Client) Close() error {
 	if c.conn == nil {
 		return nil
 	}
-	return c.conn.Close()
+	err := c.conn.Close()
+	if c.wd != nil {
+		c.wd.close()
+	}
+	return err
 }
 
 // callContext adds the client's request metadata to ctx: the token, the

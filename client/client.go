@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
@@ -124,7 +125,7 @@ func New(target string, opts ...Option) (*Client, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	dial := append([]grpc.DialOption{grpc.WithTransportCredentials(o.creds), receiveLimit()}, WindowDialOptions(o.window)...)
+	dial := append([]grpc.DialOption{grpc.WithTransportCredentials(o.creds), receiveLimit(), reconnect()}, WindowDialOptions(o.window)...)
 	var sc string
 	if !o.noRetry {
 		var err error
@@ -160,6 +161,15 @@ func New(target string, opts ...Option) (*Client, error) {
 		return nil, err
 	}
 	return &Client{api: gatewayv1.NewSessionGatewayClient(conn), conn: conn, token: o.token, wd: wd}, nil
+}
+
+// reconnect is New's reconnect backoff: from 100 ms growing to 1 s (grpc-go's
+// default grows to two minutes, so a client would shun a restarted replica
+// that long), and a connection attempt given up after 2 s (grpc-go's 20 s
+// would hold a connection to a frozen replica as long after its thaw).
+func reconnect() grpc.DialOption {
+	return grpc.WithConnectParams(grpc.ConnectParams{MinConnectTimeout: 2 * time.Second,
+		Backoff: backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second}})
 }
 
 // Conn is the connection New made (nil for NewFromConn's client), for the

@@ -109,7 +109,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	defer r.close()
 	rec := newRecorder(o.Sessions)
-	l := newLoad(o, r.viaNginx, r.direct, rec)
+	l := newLoad(o, r.viaNginx, r.direct.Conn(), rec)
 	if err := l.open(ctx); err != nil {
 		return nil, err
 	}

@@ -211,7 +211,7 @@ func (l *load) runJobs(ctx context.Context, slot int) {
 		cctx, attempts := withAttempts(cctx)
 		rt := l.routes[n%len(l.routes)]
 		start := time.Now()
-		resp, err := rt.gw.RunJob(cctx, &sessiongatev1.RunJobRequest{SessionId: id, Agent: "echo", Input: in})
+		resp, err := rt.gw.RunJob(cctx, &sessiongatev1.RunJobRequest{SessionId: id, Agent: "echo", Input: in, IdempotencyKey: callKey()})
 		cancel()
 		if ctx.Err() != nil {
 			return // the run ended: not a call outcome
@@ -277,7 +277,7 @@ func (l *load) watch(ctx context.Context, w int) {
 		cctx, attempts := withAttempts(cctx)
 		r := (w + job) % len(l.routes)
 		start := time.Now()
-		sub, err := l.routes[r].gw.SubmitJob(cctx, &sessiongatev1.SubmitJobRequest{SessionId: id, Agent: "stream", Input: in})
+		sub, err := l.routes[r].gw.SubmitJob(cctx, &sessiongatev1.SubmitJobRequest{SessionId: id, Agent: "stream", Input: in, IdempotencyKey: callKey()})
 		cancel()
 		if ctx.Err() != nil {
 			return
@@ -397,6 +397,14 @@ func (l *load) watchOnce(ctx context.Context, id, job string, cursor *uint64, jc
 			return true, "job error " + item.GetError().GetCode(), nil
 		}
 	}
+}
+
+// callKey is a fresh idempotency key for one RunJob or SubmitJob call,
+// the same for all its attempts, as the project's clients send.
+func callKey() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return "chaos-" + hex.EncodeToString(b[:])
 }
 
 // pause waits d or until ctx ends: the pace of a caller after a failure,

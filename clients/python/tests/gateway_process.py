@@ -81,6 +81,12 @@ class GatewayProcess:
                     self._ready.set()
         self._ready.set()  # exited: unblock start()
 
+    @property
+    def pid(self) -> int:
+        """The gateway's process id (to signal it: SIGSTOP, SIGCONT)."""
+        assert self._proc is not None
+        return self._proc.pid
+
     def kill(self) -> None:
         """SIGKILL the gateway and wait for it (a replica's sudden death)."""
         if self._proc is not None and self._proc.poll() is None:

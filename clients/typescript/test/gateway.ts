@@ -82,6 +82,11 @@ export class GatewayProcess {
     return this;
   }
 
+  /** Sends the gateway a signal (SIGSTOP, SIGCONT: a frozen replica). */
+  signal(sig: NodeJS.Signals): void {
+    this.#proc?.kill(sig);
+  }
+
   /** SIGKILLs the gateway (a replica's sudden death) and waits for it. */
   async kill(): Promise<void> {
     const proc = this.#proc;

@@ -21,12 +21,23 @@
 //
 // # The load
 //
-// Written against the generated stubs (gen/), not the project's client
-// package, with two client connections that each carry the published retry
-// policy (timeoutprofile.RetryServiceConfig, the same as
-// timeoutprofile/retry_service_config.json) as the default service config:
-// one to nginx, one to the three replicas with round_robin. Calls go
-// through both in turn and carry x-sessiongate-session.
+// Written against the generated stubs (gen/), over two routes, through
+// which calls go in turn, each carrying x-sessiongate-session:
+//
+//   - "nginx": a grpc-go connection to nginx with the published retry policy
+//     (timeoutprofile.RetryServiceConfig, the same as
+//     timeoutprofile/retry_service_config.json) as its default service
+//     config;
+//   - "direct": the connection of the project's Go client (client.New with
+//     WithReplicas of the three replicas and nothing else: its defaults, the
+//     retry policy, its round robin, its silence bound, its reconnect
+//     backoff), as a caller of the cluster would use it. There is no raw
+//     single-address route: a caller connected to one frozen replica only
+//     waits for the thaw whatever the servers do, and measures nothing of
+//     them.
+//
+// RunJob and SubmitJob carry a fresh idempotency key per call, the same on
+// every attempt, as the project's clients send.
 //
 //   - -sessions sessions, each with a RunJob(echo) loop (-think between a
 //     success and the next call, 50 ms after a failure); every call carries
@@ -83,8 +94,8 @@
 // the figures say what its users see.
 //
 // Safety thresholds, always enforced (exit 1): 0 misdelivered, 0 events
-// lost, doubled or out of order. Availability thresholds, enforced with
-// -enforce-availability (printed otherwise, until issue 31's fixes land):
+// lost, doubled or out of order. Availability thresholds, enforced by
+// default (-enforce-availability=false prints them only):
 // 0 sessions lost and 0 watches given up in every scenario, 0 failed calls
 // in the rolling restart (a failed unary call after the retry policy, or a
 // watch cut with a code other than UNAVAILABLE), outage ≤ TTL + 1 s for
@@ -101,14 +112,14 @@
 //	-gateway-bin PATH      the replicas' binary (default: built from this module)
 //	-nginx PATH            nginx (default: PATH, then /usr/sbin/nginx)
 //	-nginx-conf PATH       the recipe (default: docs/balancers.md, docs/operations.md or README.md)
-//	-enforce-availability  fail on the availability thresholds too
+//	-enforce-availability  fail on the availability thresholds too (default true)
 //	-log-dir DIR           on a failed run, every replica's whole log written here
 //	-json                  the report as JSON
 //
 // Exit status: 0 when every enforced check passed, 1 when one failed or the
 // run could not measure (a process did not start, a session did not answer
 // before a fault), 2 for bad flags. The test (go test ./cmd/gateway-chaos)
-// runs -short against real processes and fails on the safety checks only.
+// runs -short against real processes and fails on every enforced check.
 //
 // # Goroutines
 //

@@ -129,7 +129,7 @@ export class Gateway {
         // Round robin over every address of the target (e.g.
         // "ipv4:10.0.0.1:50051,10.0.0.2:50051"), so that a call retried after a
         // frozen replica goes to another one.
-        const roundRobin = { loadBalancingConfig: [{ round_robin: {} }] };
+        const roundRobin = { loadBalancingConfig: [{ [opts.loadBalancing ?? "round_robin"]: {} }] };
         if (opts.retry ?? true) {
             channelOptions["grpc.service_config"] = JSON.stringify({ ...retryServiceConfig, ...roundRobin });
             channelOptions["grpc.enable_retries"] = 1;

@@ -178,6 +178,12 @@ export interface GatewayOptions {
    * one created instead of running it again (see README, "Retries").
    */
   retry?: boolean;
+  /**
+   * How calls are spread over the target's addresses: "round_robin" (the
+   * default: a call retried after a frozen or draining replica goes to
+   * another one) or "pick_first" (one connection carries every call).
+   */
+  loadBalancing?: "round_robin" | "pick_first";
   /** More grpc-js channel options. */
   channelOptions?: grpc.ChannelOptions;
   /** grpc-js client interceptors, run on every call (e.g. for tracing). */
@@ -437,7 +443,7 @@ export class Gateway implements Disposable {
     // Round robin over every address of the target (e.g.
     // "ipv4:10.0.0.1:50051,10.0.0.2:50051"), so that a call retried after a
     // frozen replica goes to another one.
-    const roundRobin = { loadBalancingConfig: [{ round_robin: {} }] };
+    const roundRobin = { loadBalancingConfig: [{ [opts.loadBalancing ?? "round_robin"]: {} }] };
     if (opts.retry ?? true) {
       channelOptions["grpc.service_config"] = JSON.stringify({ ...retryServiceConfig, ...roundRobin });
       channelOptions["grpc.enable_retries"] = 1;

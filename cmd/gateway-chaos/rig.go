@@ -63,7 +63,8 @@ func startRig(ctx context.Context, o Options) (_ *rig, err error) {
 		return nil, fmt.Errorf("redis-server not found on PATH (apt-get install -y redis-server): %w", err)
 	}
 	o.progress("starting redis-server, the reference runtime and three replicas (lease TTL %v)", o.TTL)
-	r.c, err = clustertest.Start(ctx, clustertest.Options{Replicas: 3, LeaseTTL: o.TTL, Bin: o.GatewayBin})
+	r.c, err = clustertest.Start(ctx, clustertest.Options{Replicas: 3, LeaseTTL: o.TTL, Bin: o.GatewayBin,
+		Args: []string{"--peer-first-byte", peerFirstByte(o.TTL).String()}})
 	if err != nil {
 		return nil, err
 	}
@@ -121,6 +122,13 @@ func startRig(ctx context.Context, o Options) (_ *rig, err error) {
 	}
 	return r, nil
 }
+
+// peerFirstByte is the replicas' --peer-first-byte: the default (1 s) up to
+// a quarter of the lease's TTL, so that with the short mode's 2 s lease a
+// forward to a frozen owner is given up in 500 ms: the bound is absolute
+// while the outage limit is TTL + 1 s, and a forward pending when the
+// session is taken over only learns of it when its bound ends.
+func peerFirstByte(ttl time.Duration) time.Duration { return min(time.Second, ttl/4) }
 
 // fastReconnect reconnects at once to a restarted replica (grpc-go's
 // default backoff grows to two minutes, which no client of a fleet keeps).

@@ -8,9 +8,12 @@
 // all), through gateway/cluster/clustertest: a real redis-server on a unix
 // socket, the reference runtime (`gateway runtime`), three replicas built
 // from this module (`go build ./cmd/gateway`, or -gateway-bin) with
-// --redis, --instance-id gw-1 … gw-3, --cluster-secret and --lease-ttl
-// -ttl; then Debian's nginx (-nginx) in front of them with the project's
-// published recipe, the <!-- nginx:begin --> block of docs/balancers.md,
+// --redis, --instance-id gw-1 … gw-3, --cluster-secret, --lease-ttl -ttl
+// and --peer-first-byte min(1 s, TTL/4) (the default 1 s in full mode,
+// 500 ms with the short mode's 2 s lease: a forward pending on a frozen
+// owner learns of the takeover only when that bound ends); then Debian's
+// nginx (-nginx) in front of them with the project's published recipe, the
+// <!-- nginx:begin --> block of docs/balancers.md,
 // docs/operations.md or README.md, the first that has one (-nginx-conf to
 // name another), its addresses replaced by
 // the replicas' ports. Every start waits for readiness (grpc.health.v1

@@ -151,7 +151,7 @@ func New(target string, opts ...Option) (*Client, error) {
 			timeout = DefaultSilenceTimeout
 		}
 		wd = newWatchdog(after, timeout, []grpc.DialOption{grpc.WithTransportCredentials(o.creds)})
-		dial = append(dial, grpc.WithChainUnaryInterceptor(wd.unary))
+		dial = append(dial, grpc.WithChainUnaryInterceptor(wd.unary), grpc.WithChainStreamInterceptor(wd.stream))
 	}
 	conn, err := grpc.NewClient(target, append(dial, o.dial...)...)
 	if err != nil {

@@ -94,9 +94,12 @@
 // for, however long the job. The bound helps a client that knows several
 // replicas (WithReplicas, or a DNS name with several addresses), or one
 // behind a balancer that routes around a frozen replica. WithSilenceBound
-// tunes it, WithoutSilenceBound turns it off. Its goroutines (one per check,
-// one per call while it waits) end before Close returns; watches are not
-// bounded (a watch on a frozen replica resumes at the thaw).
+// tunes it, WithoutSilenceBound turns it off. A WatchJob stream that has
+// received nothing for DefaultSilenceAfter checks its replica the same way;
+// on a silent one it ends UNAVAILABLE REPLICA_SILENT, which Watch resumes
+// after, from its cursor, on another replica. Its goroutines (one per check,
+// one per unary call while it waits, a timer's per quiet stream while it
+// checks) end before Close returns, or with their call.
 //
 // # Flow control
 //

@@ -2,8 +2,10 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -47,6 +49,7 @@ const ReasonReplicaSilent = "REPLICA_SILENT"
 // reason REPLICA_SILENT. The bound only helps a client that knows several
 // replicas (WithReplicas, a DNS name with several addresses); grpc-go does
 // not let a client send HTTP/2 keepalive pings more often than every 10 s.
+// WatchJob streams are bounded too (see watchdog.stream).
 func WithSilenceBound(after, timeout time.Duration) Option {
 	return func(o *options) { o.silenceAfter, o.silenceTimeout = after, timeout }
 }
@@ -254,11 +257,9 @@ func (w *watchdog) unary(ctx context.Context, method string, req, reply any, cc 
 			if ctx.Err() != nil {
 				return status.FromContextError(ctx.Err()).Err()
 			}
-			st, _ := status.New(codes.Unavailable, fmt.Sprintf(
+			return replicaSilentError(fmt.Sprintf(
 				"sessiongate: no answer from the replicas the call was sent to (%v), none answered a health check within %v",
-				silent, w.timeout)).WithDetails(&errdetails.ErrorInfo{
-				Reason: ReasonReplicaSilent, Domain: "sessiongate", Metadata: map[string]string{"retryable": "true"}})
-			return st.Err()
+				silent, w.timeout))
 		}
 	}
 }
@@ -301,4 +302,96 @@ func (w *watchdog) wait(a *attempt, errc <-chan error, cancel context.CancelFunc
 			return addr, nil
 		}
 	}
+}
+
+// errReplicaSilent is the cause a watch's stream is cancelled with when its
+// replica is found silent.
+var errReplicaSilent = errors.New("sessiongate: the replica of the stream is silent")
+
+// replicaSilentError is the UNAVAILABLE REPLICA_SILENT of a call or stream
+// given up on a silent replica.
+func replicaSilentError(msg string) error {
+	st, _ := status.New(codes.Unavailable, msg).WithDetails(&errdetails.ErrorInfo{
+		Reason: ReasonReplicaSilent, Domain: "sessiongate", Metadata: map[string]string{"retryable": "true"}})
+	return st.Err()
+}
+
+// stream is the silence bound's stream interceptor, for WatchJob: a stream
+// that has received nothing for after health-checks its replica (as a
+// unary attempt does), and one on a silent replica ends UNAVAILABLE
+// REPLICA_SILENT, which a watch resumes after from its cursor (on another
+// replica: the balancer skips the silent one).
+func (w *watchdog) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	if method != gatewayv1.SessionGateway_WatchJob_FullMethodName {
+		return streamer(ctx, desc, cc, method, opts...)
+	}
+	a := &attempt{w: w}
+	sctx, cancel := context.WithCancelCause(context.WithValue(ctx, attemptKey{}, a))
+	cs, err := streamer(sctx, desc, cc, method, opts...)
+	if err != nil {
+		cancel(nil)
+		return nil, err
+	}
+	s := &silentStream{ClientStream: cs, w: w, a: a, ctx: sctx, cancel: cancel}
+	s.last.Store(time.Now().UnixNano())
+	s.timer = time.AfterFunc(w.after, s.tick)
+	return s, nil
+}
+
+// silentStream is a WatchJob stream under the silence bound. RecvMsg is
+// called by one goroutine (grpc-go's rule); tick runs on the timer's.
+type silentStream struct {
+	grpc.ClientStream
+	w      *watchdog
+	a      *attempt
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	timer  *time.Timer
+	last   atomic.Int64 // UnixNano of the last message or of the start
+	ended  atomic.Bool
+}
+
+func (s *silentStream) RecvMsg(m any) error {
+	err := s.ClientStream.RecvMsg(m)
+	if err == nil {
+		s.last.Store(time.Now().UnixNano())
+		return nil
+	}
+	s.ended.Store(true)
+	s.timer.Stop()
+	if errors.Is(context.Cause(s.ctx), errReplicaSilent) {
+		err = replicaSilentError(fmt.Sprintf("sessiongate: the replica at %s sent nothing for %v and answered no health check within %v: watch again from your last event_seq",
+			s.a.address(), s.w.after, s.w.timeout))
+	}
+	s.cancel(nil)
+	return err
+}
+
+// tick checks the replica when the stream has been quiet for after, and
+// cancels the stream when it is silent.
+func (s *silentStream) tick() {
+	if s.ended.Load() || s.ctx.Err() != nil {
+		return
+	}
+	quiet := time.Since(time.Unix(0, s.last.Load()))
+	if quiet < s.w.after {
+		s.timer.Reset(s.w.after - quiet)
+		return
+	}
+	addr := s.a.address()
+	if addr == "" {
+		s.timer.Reset(s.w.after)
+		return
+	}
+	c := s.w.check(addr)
+	select {
+	case <-c.done:
+	case <-s.ctx.Done():
+		return
+	}
+	if c.silent && time.Since(time.Unix(0, s.last.Load())) >= s.w.after {
+		s.cancel(errReplicaSilent)
+		return
+	}
+	s.timer.Reset(s.w.after)
 }

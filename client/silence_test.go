@@ -169,3 +169,127 @@ func TestSilenceBoundLongJobNotCut(t *testing.T) {
 		t.Errorf("silent replicas %v, want none", got)
 	}
 }
+
+// streamAddrs records the replica address each WatchJob stream went to.
+type streamAddrs struct {
+	mu    sync.Mutex
+	addrs []string
+}
+
+func (*streamAddrs) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+func (s *streamAddrs) HandleRPC(_ context.Context, st stats.RPCStats) {
+	if h, ok := st.(*stats.OutHeader); ok && h.IsClient() && h.FullMethod == gatewayv1.SessionGateway_WatchJob_FullMethodName {
+		s.mu.Lock()
+		s.addrs = append(s.addrs, h.RemoteAddr.String())
+		s.mu.Unlock()
+	}
+}
+func (*streamAddrs) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+func (*streamAddrs) HandleConn(context.Context, stats.ConnStats)                       {}
+
+func (s *streamAddrs) last() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.addrs) == 0 {
+		return ""
+	}
+	return s.addrs[len(s.addrs)-1]
+}
+
+// TestSilenceBoundWatchLeavesFrozenReplica: a watch whose stream runs
+// through a replica (not the session's owner) that freezes mid-stream is
+// cut REPLICA_SILENT by the client and resumes on another replica from its
+// cursor: every event once, in order, then the result, long before the
+// freeze ends (never, in this test). Without the bound the stream waits for
+// the thaw.
+func TestSilenceBoundWatchLeavesFrozenReplica(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	c, addrs := startCluster(t, ctx)
+	var rec streamAddrs
+	cl, err := client.New("", client.WithReplicas(addrs...), client.WithDialOptions(grpc.WithStatsHandler(&rec)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	s, err := cl.OpenSession(ctx, &gatewayv1.OpenSessionRequest{ClientName: "silence-watch"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := ""
+	for _, r := range c.Replicas {
+		if r.Instance == st.GetInstanceId() {
+			owner = r.Addr
+		}
+	}
+	const count = 80 // 50 ms apart: 4 s
+	for try := 0; ; try++ {
+		job, err := s.Submit(ctx, "stream", map[string]any{"count": count, "interval_ms": 50})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+		var seen []int
+		frozen := -1
+		var frozenAt time.Time
+		result := false
+		for item, err := range s.Watch(wctx, job.ID, client.WithResumePolicy(client.ResumePolicy{MaxAttempts: 20, MaxBackoff: 200 * time.Millisecond})) {
+			if err != nil {
+				wcancel()
+				t.Fatalf("watch: %v (events %d; frozen %d)", err, len(seen), frozen)
+			}
+			if item.Result != nil {
+				result = true
+				break
+			}
+			if item.Event == nil {
+				continue
+			}
+			seen = append(seen, int(item.Event.Body.(map[string]any)["i"].(float64)))
+			if len(seen) == 5 && frozen < 0 {
+				a := rec.last()
+				if a == owner {
+					break // the stream is on the owner: watch another job
+				}
+				for i, r := range c.Replicas {
+					if r.Addr == a {
+						frozen = i
+					}
+				}
+				if frozen < 0 {
+					t.Fatalf("stream address %q is no replica's", a)
+				}
+				c.Freeze(frozen)
+				t.Cleanup(func() { c.Thaw(frozen) })
+				frozenAt = time.Now()
+			}
+		}
+		wcancel()
+		if frozen < 0 {
+			if try >= 8 {
+				t.Fatal("every watch stream went to the session's owner")
+			}
+			continue
+		}
+		took := time.Since(frozenAt)
+		if !result {
+			t.Fatalf("no result; events %v", seen)
+		}
+		want := make([]int, count)
+		for i := range want {
+			want[i] = i
+		}
+		if !slices.Equal(seen, want) {
+			t.Fatalf("events %v, want 0..%d once, in order", seen, count-1)
+		}
+		if got := client.SilentReplicas(cl); !slices.Contains(got, addrs[frozen]) {
+			t.Errorf("silent replicas %v, want %s among them", got, addrs[frozen])
+		}
+		t.Logf("watch ended %v after its replica froze (job 4 s)", took)
+		return
+	}
+}

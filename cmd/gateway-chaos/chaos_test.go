@@ -68,7 +68,8 @@ func needServers(t *testing.T) {
 // built from this module, nginx with the published recipe, redis-server,
 // the reference runtime. What must hold today is enforced: no misdelivery,
 // no event lost, doubled or out of order, in every scenario, and the
-// availability thresholds (enforceAvailabilityDefault). The test also
+// availability thresholds when the short mode enforces them
+// (enforceAvailabilityShort; they are logged otherwise). The test also
 // checks that each fault was injected and hit the load: a test that
 // measured nothing would pass too easily.
 func TestChaosShort(t *testing.T) {

@@ -98,7 +98,8 @@
 //
 // Safety thresholds, always enforced (exit 1): 0 misdelivered, 0 events
 // lost, doubled or out of order. Availability thresholds, enforced by
-// default (-enforce-availability=false prints them only):
+// default in full mode and printed only with -short (see
+// enforceAvailabilityShort for why; -enforce-availability sets either):
 // 0 sessions lost and 0 watches given up in every scenario, 0 failed calls
 // in the rolling restart (a failed unary call after the retry policy, or a
 // watch cut with a code other than UNAVAILABLE), outage ≤ TTL + 1 s for
@@ -115,14 +116,15 @@
 //	-gateway-bin PATH      the replicas' binary (default: built from this module)
 //	-nginx PATH            nginx (default: PATH, then /usr/sbin/nginx)
 //	-nginx-conf PATH       the recipe (default: docs/balancers.md, docs/operations.md or README.md)
-//	-enforce-availability  fail on the availability thresholds too (default true)
+//	-enforce-availability  fail on the availability thresholds too (default true; false with -short)
 //	-log-dir DIR           on a failed run, every replica's whole log written here
 //	-json                  the report as JSON
 //
 // Exit status: 0 when every enforced check passed, 1 when one failed or the
 // run could not measure (a process did not start, a session did not answer
 // before a fault), 2 for bad flags. The test (go test ./cmd/gateway-chaos)
-// runs -short against real processes and fails on every enforced check.
+// runs -short against real processes and fails on every enforced check
+// (the safety ones; the availability ones are logged).
 //
 // # Goroutines
 //

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/prototext"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	sessiongatev1 "github.com/sessiongate/sessiongate/gen/sessiongate/v1"
@@ -220,7 +221,12 @@ func (l *load) runJobs(ctx context.Context, slot int) {
 		if err == nil {
 			got := resp.GetResult().GetStructValue().GetFields()["token"].GetStringValue()
 			if got != token {
-				l.rec.misdelivered(fmt.Sprintf("RunJob on %s via %s: sent token %q, got %s", id, rt.name, token, prototext.Format(resp)))
+				// The whole answer: its size and fields unknown to
+				// RunJobResponse too (another message's bytes would
+				// show there), and the call's attempts.
+				l.rec.misdelivered(fmt.Sprintf("RunJob on %s via %s: sent token %q, got %d bytes {%s} unknown %x after %d attempts in %v",
+					id, rt.name, token, proto.Size(resp), prototext.MarshalOptions{EmitUnknown: true}.Format(resp),
+					resp.ProtoReflect().GetUnknown(), attempts.Load(), time.Since(start).Round(time.Millisecond)))
 			}
 		}
 		l.rec.call("RunJob", rt.name, slot, err, attempts.Load(), now, now.Sub(start))

@@ -19,6 +19,11 @@ import (
 // WithSessionAffinity installs (registered with grpc-go on import).
 const AffinityPolicy = "sessiongate_session_affinity"
 
+// RoundRobinPolicy is the load balancing policy New installs without
+// WithSessionAffinity: round robin over the ready replicas, skipping those
+// the silence bound found silent (registered with grpc-go on import).
+const RoundRobinPolicy = "sessiongate_round_robin"
+
 // Response metadata of a sessiongate cluster (see README, "Cluster").
 const (
 	ownerAddrKey = "x-sessiongate-owner-addr"
@@ -50,20 +55,22 @@ var resolverSeq atomic.Uint64
 // config's load balancing policy and a static resolver.
 func (o *options) dialTarget(target, sc string) (string, string, []grpc.DialOption, error) {
 	var dial []grpc.DialOption
+	policy := RoundRobinPolicy
 	if o.affinity {
-		m := map[string]any{}
-		if sc != "" {
-			if err := json.Unmarshal([]byte(sc), &m); err != nil {
-				return "", "", nil, fmt.Errorf("client: service config: %w", err)
-			}
-		}
-		m["loadBalancingConfig"] = []any{map[string]any{AffinityPolicy: map[string]any{}}}
-		raw, err := json.Marshal(m)
-		if err != nil {
-			return "", "", nil, err
-		}
-		sc = string(raw)
+		policy = AffinityPolicy
 	}
+	m := map[string]any{}
+	if sc != "" {
+		if err := json.Unmarshal([]byte(sc), &m); err != nil {
+			return "", "", nil, fmt.Errorf("client: service config: %w", err)
+		}
+	}
+	m["loadBalancingConfig"] = []any{map[string]any{policy: map[string]any{}}}
+	raw, err := json.Marshal(m)
+	if err != nil {
+		return "", "", nil, err
+	}
+	sc = string(raw)
 	if len(o.replicas) > 0 {
 		r := manual.NewBuilderWithScheme(fmt.Sprintf("sessiongate-replicas-%d", resolverSeq.Add(1)))
 		st := resolver.State{}
@@ -78,7 +85,8 @@ func (o *options) dialTarget(target, sc string) (string, string, []grpc.DialOpti
 }
 
 func init() {
-	balancer.Register(base.NewBalancerBuilder(AffinityPolicy, affinityBuilder{}, base.Config{HealthCheck: true}))
+	balancer.Register(base.NewBalancerBuilder(AffinityPolicy, affinityBuilder{affinity: true}, base.Config{HealthCheck: true}))
+	balancer.Register(base.NewBalancerBuilder(RoundRobinPolicy, affinityBuilder{}, base.Config{HealthCheck: true}))
 }
 
 // owners is what the clients of this process have learned: session id →
@@ -107,13 +115,15 @@ func lookup(m map[string]string, k string) (string, bool) {
 	return v, ok
 }
 
-type affinityBuilder struct{}
+// affinityBuilder builds the pickers of both policies: with affinity, a
+// session's calls go to its owner when known.
+type affinityBuilder struct{ affinity bool }
 
-func (affinityBuilder) Build(info base.PickerBuildInfo) balancer.Picker {
+func (b affinityBuilder) Build(info base.PickerBuildInfo) balancer.Picker {
 	if len(info.ReadySCs) == 0 {
 		return base.NewErrPicker(balancer.ErrNoSubConnAvailable)
 	}
-	p := &affinityPicker{byAddr: make(map[string]balancer.SubConn, len(info.ReadySCs))}
+	p := &affinityPicker{affinity: b.affinity, byAddr: make(map[string]balancer.SubConn, len(info.ReadySCs))}
 	for sc, sci := range info.ReadySCs {
 		p.all = append(p.all, sc)
 		p.addrs = append(p.addrs, sci.Address.Addr)
@@ -122,12 +132,14 @@ func (affinityBuilder) Build(info base.PickerBuildInfo) balancer.Picker {
 	return p
 }
 
-// affinityPicker picks the owner's connection when it is ready.
+// affinityPicker picks the owner's connection when it is ready and not
+// silent (affinity), else the next ready one not silent, round robin.
 type affinityPicker struct {
-	all    []balancer.SubConn
-	addrs  []string // parallel to all
-	byAddr map[string]balancer.SubConn
-	next   atomic.Uint32
+	affinity bool
+	all      []balancer.SubConn
+	addrs    []string // parallel to all
+	byAddr   map[string]balancer.SubConn
+	next     atomic.Uint32
 }
 
 func (p *affinityPicker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
@@ -136,12 +148,25 @@ func (p *affinityPicker) Pick(info balancer.PickInfo) (balancer.PickResult, erro
 	if v := md.Get(SessionMetadataKey); len(v) > 0 {
 		sid = v[0]
 	}
+	a := attemptOf(info.Ctx)
 	i := int(p.next.Add(1)) % len(p.all)
-	sc, addr := p.all[i], p.addrs[i]
-	if sid != "" {
-		if a, ok := p.ownerAddr(sid); ok {
-			sc, addr = p.byAddr[a], a
+	if a != nil {
+		// Skip the silent replicas, unless all are.
+		for k := range len(p.all) {
+			if j := (i + k) % len(p.all); !a.w.isSilent(p.addrs[j]) {
+				i = j
+				break
+			}
 		}
+	}
+	sc, addr := p.all[i], p.addrs[i]
+	if p.affinity && sid != "" {
+		if o, ok := p.ownerAddr(sid); ok && (a == nil || !a.w.isSilent(o)) {
+			sc, addr = p.byAddr[o], o
+		}
+	}
+	if a != nil {
+		a.picked(addr)
 	}
 	return balancer.PickResult{SubConn: sc, Done: func(di balancer.DoneInfo) {
 		if v := di.Trailer.Get(servedByKey); len(v) > 0 {

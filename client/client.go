@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
@@ -46,6 +47,8 @@ type options struct {
 	replicas []string // WithReplicas
 
 	window int32 // WithWindowBytes
+
+	silenceAfter, silenceTimeout time.Duration // WithSilenceBound; after < 0: WithoutSilenceBound
 }
 
 // DefaultWindowBytes is the HTTP/2 flow-control window a Client grants the
@@ -112,6 +115,7 @@ type Client struct {
 	api   gatewayv1.SessionGatewayClient
 	conn  *grpc.ClientConn // nil when the caller owns the connection
 	token string
+	wd    *watchdog // the silence bound; nil without one
 }
 
 // New connects to the gateway at target (see grpc.NewClient: the connection
@@ -121,7 +125,7 @@ func New(target string, opts ...Option) (*Client, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	dial := append([]grpc.DialOption{grpc.WithTransportCredentials(o.creds), receiveLimit()}, WindowDialOptions(o.window)...)
+	dial := append([]grpc.DialOption{grpc.WithTransportCredentials(o.creds), receiveLimit(), reconnect()}, WindowDialOptions(o.window)...)
 	var sc string
 	if !o.noRetry {
 		var err error
@@ -137,11 +141,45 @@ func New(target string, opts ...Option) (*Client, error) {
 	if sc != "" {
 		dial = append(dial, grpc.WithDefaultServiceConfig(sc))
 	}
+	var wd *watchdog
+	if o.silenceAfter >= 0 {
+		after, timeout := o.silenceAfter, o.silenceTimeout
+		if after == 0 {
+			after = DefaultSilenceAfter
+		}
+		if timeout <= 0 {
+			timeout = DefaultSilenceTimeout
+		}
+		wd = newWatchdog(after, timeout, []grpc.DialOption{grpc.WithTransportCredentials(o.creds)})
+		dial = append(dial, grpc.WithChainUnaryInterceptor(wd.unary), grpc.WithChainStreamInterceptor(wd.stream))
+	}
 	conn, err := grpc.NewClient(target, append(dial, o.dial...)...)
 	if err != nil {
+		if wd != nil {
+			wd.close()
+		}
 		return nil, err
 	}
-	return &Client{api: gatewayv1.NewSessionGatewayClient(conn), conn: conn, token: o.token}, nil
+	return &Client{api: gatewayv1.NewSessionGatewayClient(conn), conn: conn, token: o.token, wd: wd}, nil
+}
+
+// reconnect is New's reconnect backoff: from 100 ms growing to 1 s (grpc-go's
+// default grows to two minutes, so a client would shun a restarted replica
+// that long), and a connection attempt given up after 2 s (grpc-go's 20 s
+// would hold a connection to a frozen replica as long after its thaw).
+func reconnect() grpc.DialOption {
+	return grpc.WithConnectParams(grpc.ConnectParams{MinConnectTimeout: 2 * time.Second,
+		Backoff: backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second}})
+}
+
+// Conn is the connection New made (nil for NewFromConn's client), for the
+// generated stubs: their calls get the retry policy, the balancing and the
+// silence bound as the Client's own do.
+func (c *Client) Conn() grpc.ClientConnInterface {
+	if c.conn == nil {
+		return nil
+	}
+	return c.conn
 }
 
 // NewFromConn wraps a connection the caller owns (and closes); no retry
@@ -155,7 +193,11 @@ func (c *Client) Close() error {
 	if c.conn == nil {
 		return nil
 	}
-	return c.conn.Close()
+	err := c.conn.Close()
+	if c.wd != nil {
+		c.wd.close()
+	}
+	return err
 }
 
 // callContext adds the client's request metadata to ctx: the token, the

@@ -78,6 +78,29 @@
 // IdempotencyKey gives one), so a retried attempt gets the job the first one
 // created instead of running it again (see README, "Retries").
 //
+// # Frozen replicas
+//
+// A replica that is frozen (SIGSTOP, a VM pause, a stop-the-world stall)
+// keeps its connections open and answers nothing, and grpc-go lets a client
+// ping no more often than every 10 s. So New bounds each attempt of a unary
+// call that is safe to send again (Run and Submit: every attempt carries the
+// call's idempotency key; GetSessionStatus, ListSessions, ListJobs): once
+// it has waited DefaultSilenceAfter (500 ms), the replica it went to is
+// health-checked on a connection of the client's own, at most once per
+// period per replica; no answer within DefaultSilenceTimeout (1 s) makes the
+// replica silent, the attempt is abandoned and sent to another replica, and
+// the balancer (RoundRobinPolicy, or AffinityPolicy) skips the silent one
+// until it answers a health check again. A replica that answers is waited
+// for, however long the job. The bound helps a client that knows several
+// replicas (WithReplicas, or a DNS name with several addresses), or one
+// behind a balancer that routes around a frozen replica. WithSilenceBound
+// tunes it, WithoutSilenceBound turns it off. A WatchJob stream that has
+// received nothing for DefaultSilenceAfter checks its replica the same way;
+// on a silent one it ends UNAVAILABLE REPLICA_SILENT, which Watch resumes
+// after, from its cursor, on another replica. Its goroutines (one per check,
+// one per unary call while it waits, a timer's per quiet stream while it
+// checks) end before Close returns, or with their call.
+//
 // # Flow control
 //
 // New grants the gateway a fixed HTTP/2 window (DefaultWindowBytes, 1 MiB),

@@ -38,6 +38,7 @@ var ResumableReasons = map[string]bool{
 	"NOT_OWNER":             true,
 	"DIRECTORY_UNAVAILABLE": true,
 	"DRAINING":              true,
+	"REPLICA_SILENT":        true, // the client's own silence bound (silence.go)
 }
 
 // Resumable reports whether a watch cut by err may be re-opened from its

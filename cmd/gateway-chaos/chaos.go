@@ -40,21 +40,34 @@ type Options struct {
 	Progress            io.Writer
 }
 
-// enforceAvailabilityDefault is -enforce-availability's default. Still off
-// with issue 31's lame duck, re-routed and bounded forwards and balancer
-// recipes in, the rolling restart, kill and sessions-lost checks pass, but
-// the freeze outage fails in every mode, held by the load's direct route (a
-// call it sends to the frozen replica itself waits for the thaw: "longest
-// call RunJob via direct"), which no server-side change can shorten; see
-// the README's Cluster figures.
-const enforceAvailabilityDefault = false
+// enforceAvailabilityDefault is -enforce-availability's default in full
+// mode: on since the load's direct route is the project's Go client, whose
+// silence bound moves calls and watches off a frozen replica (before, a
+// call it sent to the frozen replica itself waited for the thaw, and the
+// freeze outage was about 10 s against a 6 s limit). Every full run passed
+// every threshold: two of the final code (freeze outage max 4.36 / 5.21 s,
+// kill 4.94 / 5.02 s, rolling restart 0 failed calls) and three before
+// watches were bounded too (freeze 3.91, 3.85, 5.97 s); see the README's
+// Cluster figures.
+const enforceAvailabilityDefault = true
+
+// enforceAvailabilityShort is its default with -short, the mode CI runs:
+// off, because the short mode does not pass reliably yet. Of 16 short runs
+// of the final code (5 beside two CPU hogs) 2 failed an availability
+// threshold: once the freeze outage (3.30 s against 3 s, a call through
+// nginx: its 1.5 s read timeout and the 500 ms forward bound are absolute
+// while the limit is TTL + 1 s with a 2 s lease), once a session lost by
+// the kill's takeover (RunJob NOT_FOUND SESSION_NOT_FOUND on the killed
+// owner's session, a server-side defect not examined). The short mode's
+// figures are printed, and its safety checks enforced, as before.
+const enforceAvailabilityShort = false
 
 func defaultOptions(short bool) Options {
 	if short {
 		return Options{Short: true, Sessions: 9, Watchers: 3, Events: 20, EventInterval: 25 * time.Millisecond,
 			TTL: 2 * time.Second, CallTimeout: 8 * time.Second, Think: 20 * time.Millisecond, WatchGiveUp: 15 * time.Second,
 			Warmup: 1500 * time.Millisecond, Recover: 15 * time.Second, Timeout: 4 * time.Minute,
-			Scenarios: Scenarios, EnforceAvailability: enforceAvailabilityDefault}
+			Scenarios: Scenarios, EnforceAvailability: enforceAvailabilityShort}
 	}
 	return Options{Sessions: 40, Watchers: 15, Events: 100, EventInterval: 50 * time.Millisecond,
 		TTL: 5 * time.Second, CallTimeout: 30 * time.Second, Think: 20 * time.Millisecond, WatchGiveUp: 40 * time.Second,
@@ -109,7 +122,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	defer r.close()
 	rec := newRecorder(o.Sessions)
-	l := newLoad(o, r.viaNginx, r.direct, rec)
+	l := newLoad(o, r.viaNginx, r.direct.Conn(), rec)
 	if err := l.open(ctx); err != nil {
 		return nil, err
 	}

@@ -214,7 +214,8 @@ func (l *load) runJobs(ctx context.Context, slot int) {
 		rt := l.routes[n%len(l.routes)]
 		start := time.Now()
 		var hdr, trl metadata.MD
-		resp, err := rt.gw.RunJob(cctx, &sessiongatev1.RunJobRequest{SessionId: id, Agent: "echo", Input: in}, grpc.Header(&hdr), grpc.Trailer(&trl))
+		resp, err := rt.gw.RunJob(cctx, &sessiongatev1.RunJobRequest{SessionId: id, Agent: "echo", Input: in, IdempotencyKey: callKey()},
+			grpc.Header(&hdr), grpc.Trailer(&trl))
 		cancel()
 		if ctx.Err() != nil {
 			return // the run ended: not a call outcome
@@ -223,9 +224,12 @@ func (l *load) runJobs(ctx context.Context, slot int) {
 		if err == nil {
 			got := resp.GetResult().GetStructValue().GetFields()["token"].GetStringValue()
 			if got != token {
-				wire, _ := proto.Marshal(resp) // with the fields RunJobResponse does not know
-				l.rec.misdelivered(fmt.Sprintf("RunJob on %s via %s: sent token %q, got %s (%d bytes on the wire: %q; header %v, trailer %v, %d attempts, at %s)",
-					id, rt.name, token, prototext.Format(resp), len(wire), wire, hdr, trl, attempts.Load(), now.UTC().Format(time.RFC3339Nano)))
+				// The whole answer: its size and fields unknown to
+				// RunJobResponse too (another message's bytes would
+				// show there), the owner hints, and the call's attempts.
+				l.rec.misdelivered(fmt.Sprintf("RunJob on %s via %s: sent token %q, got %d bytes {%s} unknown %x; header %v, trailer %v; %d attempts in %v, at %s",
+					id, rt.name, token, proto.Size(resp), prototext.MarshalOptions{EmitUnknown: true}.Format(resp),
+					resp.ProtoReflect().GetUnknown(), hdr, trl, attempts.Load(), time.Since(start).Round(time.Millisecond), now.UTC().Format(time.RFC3339Nano)))
 			}
 		}
 		l.rec.call("RunJob", rt.name, slot, err, attempts.Load(), now, now.Sub(start))
@@ -282,7 +286,7 @@ func (l *load) watch(ctx context.Context, w int) {
 		cctx, attempts := withAttempts(cctx)
 		r := (w + job) % len(l.routes)
 		start := time.Now()
-		sub, err := l.routes[r].gw.SubmitJob(cctx, &sessiongatev1.SubmitJobRequest{SessionId: id, Agent: "stream", Input: in})
+		sub, err := l.routes[r].gw.SubmitJob(cctx, &sessiongatev1.SubmitJobRequest{SessionId: id, Agent: "stream", Input: in, IdempotencyKey: callKey()})
 		cancel()
 		if ctx.Err() != nil {
 			return
@@ -402,6 +406,14 @@ func (l *load) watchOnce(ctx context.Context, id, job string, cursor *uint64, jc
 			return true, "job error " + item.GetError().GetCode(), nil
 		}
 	}
+}
+
+// callKey is a fresh idempotency key for one RunJob or SubmitJob call,
+// the same for all its attempts, as the project's clients send.
+func callKey() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return "chaos-" + hex.EncodeToString(b[:])
 }
 
 // pause waits d or until ctx ends: the pace of a caller after a failure,

@@ -199,7 +199,13 @@ func (r *recorder) watchCut(via string, err error) {
 		key := "via " + via + " " + reason(err)
 		w.cuts[key]++
 		if w.examples["WatchJob "+key] == "" {
-			w.examples["WatchJob "+key] = status.Convert(err).Message()
+			msg := status.Convert(err).Message()
+			if !w.faultAt.IsZero() {
+				// When the first such cut came says what cut it: the
+				// fault, the takeover, or the thaw of a frozen replica.
+				msg += fmt.Sprintf(" [first %.2fs after the fault began]", time.Since(w.faultAt).Seconds())
+			}
+			w.examples["WatchJob "+key] = msg
 		}
 		if status.Code(err) != codes.Unavailable {
 			w.failed++

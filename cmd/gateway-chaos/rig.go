@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -18,9 +17,8 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/resolver"
-	"google.golang.org/grpc/resolver/manual"
 
+	"github.com/sessiongate/sessiongate/client"
 	"github.com/sessiongate/sessiongate/gateway/cluster/clustertest"
 	"github.com/sessiongate/sessiongate/timeoutprofile"
 )
@@ -37,7 +35,7 @@ type rig struct {
 	front string // nginx's listen address
 
 	viaNginx  *grpc.ClientConn // to nginx
-	direct    *grpc.ClientConn // to the three replicas, round_robin
+	direct    *client.Client   // the project's Go client over the three replicas, its defaults
 	health    []*grpc.ClientConn
 	attempts  *attemptCounter
 	frozen    map[int]bool // pids this run stopped (SIGSTOP) and has not continued
@@ -65,7 +63,8 @@ func startRig(ctx context.Context, o Options) (_ *rig, err error) {
 		return nil, fmt.Errorf("redis-server not found on PATH (apt-get install -y redis-server): %w", err)
 	}
 	o.progress("starting redis-server, the reference runtime and three replicas (lease TTL %v)", o.TTL)
-	r.c, err = clustertest.Start(ctx, clustertest.Options{Replicas: 3, LeaseTTL: o.TTL, Bin: o.GatewayBin})
+	r.c, err = clustertest.Start(ctx, clustertest.Options{Replicas: 3, LeaseTTL: o.TTL, Bin: o.GatewayBin,
+		Args: []string{"--peer-first-byte", peerFirstByte(o.TTL).String()}})
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +100,7 @@ func startRig(ctx context.Context, o Options) (_ *rig, err error) {
 	if err != nil {
 		return nil, err
 	}
-	sc, err := serviceConfig(false)
+	sc, err := timeoutprofile.RetryServiceConfig(timeoutprofile.RetryPolicy{})
 	if err != nil {
 		return nil, err
 	}
@@ -110,41 +109,26 @@ func startRig(ctx context.Context, o Options) (_ *rig, err error) {
 	if err != nil {
 		return nil, err
 	}
-	sc, err = serviceConfig(true)
-	if err != nil {
-		return nil, err
-	}
-	res := manual.NewBuilderWithScheme("chaos")
-	var addrs []resolver.Address
+	var addrs []string
 	for _, rp := range r.c.Replicas {
-		addrs = append(addrs, resolver.Address{Addr: rp.Addr})
+		addrs = append(addrs, rp.Addr)
 	}
-	res.InitialState(resolver.State{Addresses: addrs})
-	r.direct, err = grpc.NewClient("chaos:///replicas", grpc.WithResolvers(res),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultServiceConfig(sc), fastReconnect(), grpc.WithStatsHandler(r.attempts))
+	// The direct route is a caller using the project's Go client with the
+	// cluster's addresses and its defaults (retry policy, round robin, the
+	// silence bound, reconnect backoff); the stats handler only counts.
+	r.direct, err = client.New("", client.WithReplicas(addrs...), client.WithDialOptions(grpc.WithStatsHandler(r.attempts)))
 	if err != nil {
 		return nil, err
 	}
 	return r, nil
 }
 
-// serviceConfig is the published retry policy (timeoutprofile's default,
-// the same JSON as timeoutprofile/retry_service_config.json), with
-// round_robin over the addresses when roundRobin.
-func serviceConfig(roundRobin bool) (string, error) {
-	raw, err := timeoutprofile.RetryServiceConfig(timeoutprofile.RetryPolicy{})
-	if err != nil || !roundRobin {
-		return raw, err
-	}
-	var m map[string]any
-	if err := json.Unmarshal([]byte(raw), &m); err != nil {
-		return "", err
-	}
-	m["loadBalancingConfig"] = []any{map[string]any{"round_robin": map[string]any{}}}
-	out, err := json.Marshal(m)
-	return string(out), err
-}
+// peerFirstByte is the replicas' --peer-first-byte: the default (1 s) up to
+// a quarter of the lease's TTL, so that with the short mode's 2 s lease a
+// forward to a frozen owner is given up in 500 ms: the bound is absolute
+// while the outage limit is TTL + 1 s, and a forward pending when the
+// session is taken over only learns of it when its bound ends.
+func peerFirstByte(ttl time.Duration) time.Duration { return min(time.Second, ttl/4) }
 
 // fastReconnect reconnects at once to a restarted replica (grpc-go's
 // default backoff grows to two minutes, which no client of a fleet keeps).
@@ -238,10 +222,11 @@ func (r *rig) close() {
 	for pid := range r.frozen {
 		_ = r.cont(pid)
 	}
-	for _, cc := range []*grpc.ClientConn{r.viaNginx, r.direct} {
-		if cc != nil {
-			_ = cc.Close()
-		}
+	if r.viaNginx != nil {
+		_ = r.viaNginx.Close()
+	}
+	if r.direct != nil {
+		_ = r.direct.Close()
 	}
 	for _, cc := range r.health {
 		_ = cc.Close()

@@ -118,7 +118,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	num(&o.gcMinHeapMiB, "gc-min-heap-mib", "SESSIONGATE_GC_MIN_HEAP_MIB", gctuner.DefaultMinHeapMiB, "least heap goal of the garbage collector, MiB: GOGC is raised while the live heap is small (0: GOGC alone; GOMEMLIMIT still applies)")
 	dur(&o.keepaliveTime, "keepalive-time", "SESSIONGATE_KEEPALIVE_TIME", 2*time.Minute, "ping a client connection idle this long")
 	dur(&o.keepaliveTimeout, "keepalive-timeout", "SESSIONGATE_KEEPALIVE_TIMEOUT", 20*time.Second, "close a connection whose ping is unanswered this long")
-	dur(&o.keepaliveMinTime, "keepalive-min-time", "SESSIONGATE_KEEPALIVE_MIN_TIME", 10*time.Second, "shortest client ping interval tolerated; faster pingers get GOAWAY too_many_pings")
+	dur(&o.keepaliveMinTime, "keepalive-min-time", "SESSIONGATE_KEEPALIVE_MIN_TIME", 500*time.Millisecond, "shortest client ping interval tolerated; faster pingers get GOAWAY too_many_pings")
 	num(&o.maxInputBytes, "max-input-bytes", "SESSIONGATE_MAX_INPUT_BYTES", 8<<20, "cap on a job's input")
 	var frame int
 	num(&frame, "max-frame-bytes", "SESSIONGATE_MAX_FRAME_BYTES", 16<<20, "cap on an upstream WebSocket frame")

@@ -72,10 +72,31 @@ def retry_service_config() -> str:
 
 
 
+# Keepalive while calls are in flight: a PING every second, and a connection
+# whose PING is unanswered for two seconds is closed, so that a call on a
+# frozen replica (SIGSTOP, a VM pause: its socket stays open, nothing comes
+# back) fails UNAVAILABLE in about two seconds and the retry policy sends it
+# to another address of the target. The gateway tolerates pings every 500 ms
+# (--keepalive-min-time).
+KEEPALIVE_OPTIONS: Tuple[Tuple[str, Any], ...] = (
+    ("grpc.keepalive_time_ms", 1000),
+    ("grpc.keepalive_timeout_ms", 2000),
+    ("grpc.keepalive_permit_without_calls", 0),
+    ("grpc.http2.max_pings_without_data", 0),
+    # Round robin over every address of the target (e.g.
+    # "ipv4:10.0.0.1:50051,10.0.0.2:50051" or a DNS name with several), so
+    # that a call retried after a frozen replica goes to another one.
+    ("grpc.lb_policy_name", "round_robin"),
+)
+
+
 def channel_options(options: Sequence[Tuple[str, Any]], retry: bool) -> List[Tuple[str, Any]]:
     """The options of a channel the client makes: the caller's, the receive
-    limit, and the published retry policy unless retry is off."""
+    limit, keepalive and round robin (each unless the caller set it), and the
+    published retry policy unless retry is off."""
     opts = with_receive_limit(options)
+    given = {k for k, _ in opts}
+    opts += [kv for kv in KEEPALIVE_OPTIONS if kv[0] not in given]
     if retry:
         opts += [("grpc.enable_retries", 1), ("grpc.service_config", retry_service_config())]
     return opts

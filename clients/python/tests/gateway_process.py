@@ -81,6 +81,12 @@ class GatewayProcess:
                     self._ready.set()
         self._ready.set()  # exited: unblock start()
 
+    @property
+    def pid(self) -> int:
+        """The gateway's process id (to signal it: SIGSTOP, SIGCONT)."""
+        assert self._proc is not None
+        return self._proc.pid
+
     def kill(self) -> None:
         """SIGKILL the gateway and wait for it (a replica's sudden death)."""
         if self._proc is not None and self._proc.poll() is None:
@@ -218,6 +224,8 @@ class ClusterProcess:
         self._runtime: Optional[subprocess.Popen] = None
         self._drain: Optional[threading.Thread] = None
         self.replicas: List[GatewayProcess] = []
+        self._args: List[List[str]] = []
+        self._binary = ""
 
     @staticmethod
     def available() -> bool:
@@ -273,14 +281,24 @@ class ClusterProcess:
         self._drain = threading.Thread(target=self._runtime.stderr.read, daemon=True)
         self._drain.start()
         key = "k1:" + base64.b64encode(os.urandom(32)).decode()
+        self._binary = binary
         for i in range(self._n):
-            gw = GatewayProcess(
+            self._args.append([
                 "--instance-id", f"gw-{i + 1}", "--runtime", f"default={url}", "--redis", f"unix://{sock}",
                 "--directory-key", key, "--cluster-secret", CLUSTER_SECRET, "--lease-ttl", self._ttl,
-                binary=binary,
-            )
+            ])
+            gw = GatewayProcess(*self._args[i], binary=binary)
             self.replicas.append(gw)
             gw.start(timeout=max(1.0, deadline - time.monotonic()))
+
+    def restart(self, i: int, timeout: float = 60.0) -> None:
+        """SIGTERMs replica i, waits for it to exit (its lame-duck drain), and
+        starts it again on the same gRPC address (a rolling restart's step)."""
+        old = self.replicas[i]
+        old.stop()
+        gw = GatewayProcess(*self._args[i], "--listen", old.addr, binary=self._binary)
+        self.replicas[i] = gw
+        gw.start(timeout=timeout)
 
     def stop(self) -> None:
         for gw in self.replicas:

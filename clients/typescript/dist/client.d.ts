@@ -112,6 +112,12 @@ export interface GatewayOptions {
      * one created instead of running it again (see README, "Retries").
      */
     retry?: boolean;
+    /**
+     * How calls are spread over the target's addresses: "round_robin" (the
+     * default: a call retried after a frozen or draining replica goes to
+     * another one) or "pick_first" (one connection carries every call).
+     */
+    loadBalancing?: "round_robin" | "pick_first";
     /** More grpc-js channel options. */
     channelOptions?: grpc.ChannelOptions;
     /** grpc-js client interceptors, run on every call (e.g. for tracing). */

@@ -35,6 +35,19 @@ export function isTraceparent(tp) {
         !/^0+$/.test(m[2]) &&
         !/^0+$/.test(m[3]));
 }
+/**
+ * Keepalive while calls are in flight, unless channelOptions set their own: a
+ * PING every second, and a connection whose PING is unanswered for two
+ * seconds is closed, so that a call on a frozen replica (SIGSTOP, a VM pause:
+ * its socket stays open, nothing comes back) fails UNAVAILABLE in about three
+ * seconds and the retry policy sends it to another address of the target. The
+ * gateway tolerates pings every 500 ms (--keepalive-min-time).
+ */
+const KEEPALIVE_OPTIONS = {
+    "grpc.keepalive_time_ms": 1000,
+    "grpc.keepalive_timeout_ms": 2000,
+    "grpc.keepalive_permit_without_calls": 0,
+};
 const liveness = (s) => ({ [PbStatus.LIVE]: "live", [PbStatus.NOT_FOUND]: "not_found" })[s] ?? "unspecified";
 const phase = (p) => ({ [PbPhase.READY]: "ready", [PbPhase.RECONNECTING]: "reconnecting", [PbPhase.CLOSING]: "closing" })[p] ?? "unspecified";
 const date = (t) => (t ? timestampDate(t) : undefined);
@@ -112,12 +125,17 @@ export class Gateway {
     #auth;
     #closed = false;
     constructor(target, opts = {}) {
-        const channelOptions = withReceiveLimit({ ...opts.channelOptions });
+        const channelOptions = { ...KEEPALIVE_OPTIONS, ...withReceiveLimit({ ...opts.channelOptions }) };
+        // Round robin over every address of the target (e.g.
+        // "ipv4:10.0.0.1:50051,10.0.0.2:50051"), so that a call retried after a
+        // frozen replica goes to another one.
+        const roundRobin = { loadBalancingConfig: [{ [opts.loadBalancing ?? "round_robin"]: {} }] };
         if (opts.retry ?? true) {
-            channelOptions["grpc.service_config"] = JSON.stringify(retryServiceConfig);
+            channelOptions["grpc.service_config"] = JSON.stringify({ ...retryServiceConfig, ...roundRobin });
             channelOptions["grpc.enable_retries"] = 1;
         }
         else {
+            channelOptions["grpc.service_config"] = JSON.stringify(roundRobin);
             channelOptions["grpc.enable_retries"] = 0;
         }
         this.#client = new grpc.Client(target, opts.credentials ?? grpc.credentials.createInsecure(), {

@@ -149,6 +149,20 @@ export interface WatchOptions extends CallOptions {
   resume?: boolean | ResumePolicy;
 }
 
+/**
+ * Keepalive while calls are in flight, unless channelOptions set their own: a
+ * PING every second, and a connection whose PING is unanswered for two
+ * seconds is closed, so that a call on a frozen replica (SIGSTOP, a VM pause:
+ * its socket stays open, nothing comes back) fails UNAVAILABLE in about three
+ * seconds and the retry policy sends it to another address of the target. The
+ * gateway tolerates pings every 500 ms (--keepalive-min-time).
+ */
+const KEEPALIVE_OPTIONS: grpc.ChannelOptions = {
+  "grpc.keepalive_time_ms": 1000,
+  "grpc.keepalive_timeout_ms": 2000,
+  "grpc.keepalive_permit_without_calls": 0,
+};
+
 /** Options of the Gateway. */
 export interface GatewayOptions {
   /** Channel credentials; insecure (plaintext) by default. */
@@ -164,6 +178,12 @@ export interface GatewayOptions {
    * one created instead of running it again (see README, "Retries").
    */
   retry?: boolean;
+  /**
+   * How calls are spread over the target's addresses: "round_robin" (the
+   * default: a call retried after a frozen or draining replica goes to
+   * another one) or "pick_first" (one connection carries every call).
+   */
+  loadBalancing?: "round_robin" | "pick_first";
   /** More grpc-js channel options. */
   channelOptions?: grpc.ChannelOptions;
   /** grpc-js client interceptors, run on every call (e.g. for tracing). */
@@ -419,11 +439,16 @@ export class Gateway implements Disposable {
   #closed = false;
 
   constructor(target: string, opts: GatewayOptions = {}) {
-    const channelOptions: grpc.ChannelOptions = withReceiveLimit({ ...opts.channelOptions });
+    const channelOptions: grpc.ChannelOptions = { ...KEEPALIVE_OPTIONS, ...withReceiveLimit({ ...opts.channelOptions }) };
+    // Round robin over every address of the target (e.g.
+    // "ipv4:10.0.0.1:50051,10.0.0.2:50051"), so that a call retried after a
+    // frozen replica goes to another one.
+    const roundRobin = { loadBalancingConfig: [{ [opts.loadBalancing ?? "round_robin"]: {} }] };
     if (opts.retry ?? true) {
-      channelOptions["grpc.service_config"] = JSON.stringify(retryServiceConfig);
+      channelOptions["grpc.service_config"] = JSON.stringify({ ...retryServiceConfig, ...roundRobin });
       channelOptions["grpc.enable_retries"] = 1;
     } else {
+      channelOptions["grpc.service_config"] = JSON.stringify(roundRobin);
       channelOptions["grpc.enable_retries"] = 0;
     }
     this.#client = new grpc.Client(target, opts.credentials ?? grpc.credentials.createInsecure(), {

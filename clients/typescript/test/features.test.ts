@@ -377,7 +377,10 @@ describe("in a cluster", { timeout: 120_000 }, () => {
     // it is slow to connect) carries every call, so the session is opened on
     // that replica and the watch is open on it, the owner; after its drain
     // the channel moves on to another replica, which reaches the adopter.
-    const g = new Gateway(`ipv4:${cluster.replicas.map((r) => r.addr).join(",")}`, { interceptors: [recorder] });
+    const g = new Gateway(`ipv4:${cluster.replicas.map((r) => r.addr).join(",")}`, {
+      interceptors: [recorder],
+      loadBalancing: "pick_first",
+    });
     let drained: Promise<void> | undefined;
     try {
       const s = await g.openSession({ clientName: "ts-handoff" }, { timeoutMs: 10_000 });

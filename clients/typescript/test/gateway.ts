@@ -82,6 +82,11 @@ export class GatewayProcess {
     return this;
   }
 
+  /** Sends the gateway a signal (SIGSTOP, SIGCONT: a frozen replica). */
+  signal(sig: NodeJS.Signals): void {
+    this.#proc?.kill(sig);
+  }
+
   /** SIGKILLs the gateway (a replica's sudden death) and waits for it. */
   async kill(): Promise<void> {
     const proc = this.#proc;
@@ -165,6 +170,8 @@ export class ClusterProcess {
   readonly replicas: GatewayProcess[] = [];
   #tmp = mkdtempSync(join(tmpdir(), "sgts-cl-"));
   #procs: ChildProcess[] = [];
+  #args: string[][] = [];
+  #bin = "";
 
   static available(): boolean {
     try {
@@ -211,15 +218,26 @@ export class ClusterProcess {
       });
     });
     const key = "k1:" + randomBytes(32).toString("base64");
+    this.#bin = bin;
     for (let i = 0; i < 3; i++) {
-      const gw = new GatewayProcess(
-        ["--instance-id", `gw-${i + 1}`, "--runtime", `default=${url}`, "--redis", `unix://${sock}`, "--directory-key", key,
-          "--cluster-secret", "ts-cluster-secret-0123456789", "--lease-ttl", "1s"],
-        bin,
-      );
+      this.#args.push(["--instance-id", `gw-${i + 1}`, "--runtime", `default=${url}`, "--redis", `unix://${sock}`,
+        "--directory-key", key, "--cluster-secret", "ts-cluster-secret-0123456789", "--lease-ttl", "1s"]);
+      const gw = new GatewayProcess(this.#args[i], bin);
       this.replicas.push(gw);
       await gw.start(Math.max(1000, deadline - Date.now()));
     }
+  }
+
+  /**
+   * SIGTERMs replica i, waits for it to exit (its lame-duck drain), and starts
+   * it again on the same gRPC address (a rolling restart's step).
+   */
+  async restart(i: number, timeoutMs = 60_000): Promise<void> {
+    const old = this.replicas[i];
+    await old.stop();
+    const gw = new GatewayProcess([...this.#args[i], "--listen", old.addr], this.#bin);
+    this.replicas[i] = gw;
+    await gw.start(timeoutMs);
   }
 
   async stop(): Promise<void> {

@@ -119,6 +119,7 @@
 //	TIMEOUTPROFILE_<PROFILE>_MAX_MS         max_timeout_ms
 //	TIMEOUTPROFILE_<PROFILE>_ALLOW_INFINITE true or false
 //	TIMEOUTPROFILE_DEADLINE_MARGIN_MS       the deadline margin's ceiling (0 to 1000; 0 = off)
+//	TIMEOUTPROFILE_STALL_MARGIN             true: the margin follows recent stalls (WithStallMargin; default false)
 //	TIMEOUTPROFILE_SUB_KEYS                 sub-key mappings, "pattern=profile,…" (over the file's)
 //
 // <PROFILE> is the upper-cased profile name, e.g.

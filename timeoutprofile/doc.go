@@ -383,7 +383,8 @@
 // cmd/deadline-probe (-retry on -n 100, 20 in flight) against the gateway
 // binary run with GODEBUG=gctrace=1, two `yes` hogs beside it, and a
 // separate process that sleeps 1 ms in a loop and prints every gap over
-// 30 ms (the machine's stalls, as any process sees them). In one run at
+// 30 ms (the machine's stalls, as any process sees them; the probe now
+// counts them itself, per language: column "stalls >30 ms"). In one run at
 // load average 2–4, Python lost 5, 10 and 3 calls at 150, 100 and 50 ms
 // exactly while that process saw two gaps of 87 and 90 ms; the gateway's
 // three garbage collections paused it for 1.3–1.7 ms (stop the world).
@@ -402,7 +403,7 @@
 // by its caller's deadline ended in the last 10 s, at most half the time
 // left. Old (the scaled margin alone) and new (with WithStallMargin), two
 // gateways side by side, runs interleaved per language, two sets of three
-// runs each (load average 8.8–15.1 and 8.8–16.5), share of calls with the
+// runs each (load average 9.3–15.1 and 8.8–16.5), share of calls with the
 // details per run:
 //
 //	           Go                                                Python                                            Node

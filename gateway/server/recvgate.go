@@ -73,7 +73,7 @@ func (g *receiveGate) wrap(h grpc.MethodHandler) grpc.MethodHandler {
 	return func(srv any, ctx context.Context, dec func(any) error, ic grpc.UnaryServerInterceptor) (any, error) {
 		gated := func(v any) error {
 			if err := g.sem.Acquire(ctx, g.each); err != nil {
-				return status.FromContextError(context.Cause(ctx)).Err()
+				return status.FromContextError(ctx.Err()).Err()
 			}
 			defer g.sem.Release(g.each)
 			return dec(v)

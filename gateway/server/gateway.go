@@ -441,7 +441,7 @@ func New(cfg Config) (*Gateway, error) {
 				if own == nil {
 					own = h
 				}
-				return gate.wrap(tooDeepRequests(own))
+				return tooDeepRequests(gate.wrap(own))
 			}
 			return own
 		}), g.svc)

@@ -29,7 +29,12 @@ import (
 // stake, and the server's stream cap (1,024 per connection, connections
 // unbounded) does not bound it. receiveGate does: a RunJob or SubmitJob
 // call takes the receive limit's worth of --max-receiving-bytes before its
-// request is received, and gives it back once the request is decoded. A
+// request is received, and gives it back once the request is decoded (for
+// RunJob, once its bytes are copied; its input's JSON, at most the cap, is
+// built after). A decoded SubmitJob request holds its input as a
+// google.protobuf.Value, which can take several times the bytes it came
+// in (a long list of small numbers: about ten times) until the handler
+// refuses it: that is not counted here. A
 // call that finds the budget taken waits for it within its deadline (the
 // budget is held for the time a request takes to arrive: microseconds for
 // a request sent whole).

@@ -111,11 +111,19 @@ func (b budget) bound(now, callerDL time.Time, hasDL bool) budget {
 // positive whenever any time was left: only a call already past its
 // deadline gets zero or less. A budget that ends earlier, a call without a
 // caller deadline and a ceiling of 0 leave b as it is.
-func (b budget) withMargin(now, callerDL time.Time, hasDL bool, ceiling time.Duration) budget {
+//
+// floor (WithStallMargin, stall.go; 0 when off) raises the margin to at
+// least floor, at most half the time left.
+func (b budget) withMargin(now, callerDL time.Time, hasDL bool, ceiling, floor time.Duration) budget {
 	if ceiling <= 0 || !hasDL {
 		return b
 	}
-	end := callerDL.Add(-scaledMargin(callerDL.Sub(now), ceiling))
+	rem := callerDL.Sub(now)
+	m := scaledMargin(rem, ceiling)
+	if floor > m {
+		m = max(m, min(floor, rem/2, MaxDeadlineMargin))
+	}
+	end := callerDL.Add(-m)
 	if b.own && b.deadline.Before(end) {
 		return b
 	}

@@ -23,6 +23,7 @@ const (
 	envFile     = "TIMEOUTPROFILE_FILE"
 	envFallback = "TIMEOUTPROFILE_FALLBACK"
 	envMargin   = "TIMEOUTPROFILE_DEADLINE_MARGIN_MS"
+	envStall    = "TIMEOUTPROFILE_STALL_MARGIN"
 	envPrefix   = "TIMEOUTPROFILE_"
 )
 
@@ -48,14 +49,15 @@ const maxFileSize = 1 << 20
 // immutable afterwards, and is safe for concurrent use. Pass it to New with
 // WithConfig.
 type Config struct {
-	profiles  map[string]*entry
-	methods   map[string]string           // pattern → profile name
-	streaming map[string]StreamingPolicy  // pattern → policy
-	callers   map[string]map[string]patch // caller → profile name → override
-	fallback  string
-	subKeys   map[string]*subKeyRule // pattern → rule
-	margin    time.Duration          // deadline margin, if hasMargin
-	hasMargin bool
+	profiles    map[string]*entry
+	methods     map[string]string           // pattern → profile name
+	streaming   map[string]StreamingPolicy  // pattern → policy
+	callers     map[string]map[string]patch // caller → profile name → override
+	fallback    string
+	subKeys     map[string]*subKeyRule // pattern → rule
+	margin      time.Duration          // deadline margin, if hasMargin
+	stallMargin bool                   // TIMEOUTPROFILE_STALL_MARGIN (WithStallMargin)
+	hasMargin   bool
 }
 
 // entry is a profile and where each of its durations was last set, for
@@ -491,6 +493,13 @@ func (c *Config) applyEnv(env func(string) string) error {
 			return fmt.Errorf("%s=%q: %w", envMargin, v, err)
 		}
 		c.margin, c.hasMargin = ms(n), true
+	}
+	if v := env(envStall); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("%s=%q: want true or false", envStall, v)
+		}
+		c.stallMargin = b
 	}
 	if v := env(envFallback); v != "" {
 		if _, ok := c.profiles[v]; !ok {

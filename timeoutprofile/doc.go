@@ -119,6 +119,7 @@
 //	TIMEOUTPROFILE_<PROFILE>_MAX_MS         max_timeout_ms
 //	TIMEOUTPROFILE_<PROFILE>_ALLOW_INFINITE true or false
 //	TIMEOUTPROFILE_DEADLINE_MARGIN_MS       the deadline margin's ceiling (0 to 1000; 0 = off)
+//	TIMEOUTPROFILE_STALL_MARGIN             true: the margin follows recent stalls (WithStallMargin; default false)
 //	TIMEOUTPROFILE_SUB_KEYS                 sub-key mappings, "pattern=profile,…" (over the file's)
 //
 // <PROFILE> is the upper-cased profile name, e.g.
@@ -375,6 +376,65 @@
 // machine's noise lets one see. The per-attempt header is kept because a
 // retried attempt otherwise tells the gateway the whole budget again
 // (the TypeScript test "sends each attempt the time left").
+//
+// # The lost blocks: stalls of the machine
+//
+// What loses a whole block of calls from 150 ms on was looked for with
+// cmd/deadline-probe (-retry on -n 100, 20 in flight) against the gateway
+// binary run with GODEBUG=gctrace=1, two `yes` hogs beside it, and a
+// separate process that sleeps 1 ms in a loop and prints every gap over
+// 30 ms (the machine's stalls, as any process sees them; the probe now
+// counts them itself, per language: column "stalls >30 ms"). In one run at
+// load average 2–4, Python lost 5, 10 and 3 calls at 150, 100 and 50 ms
+// exactly while that process saw two gaps of 87 and 90 ms; the gateway's
+// three garbage collections paused it for 1.3–1.7 ms (stop the world).
+// In the two sets below (load average 9–16.5, the other engineers' builds
+// with the hogs), the unrelated process saw 97 and 218 gaps over 30 ms, the
+// longest 316 and 617 ms, while the gateway's longest GC pause was 16 ms.
+// So it is not a GC pause, nor a lock of the gateway (a process that shares
+// nothing with it stalls at the same moments) but the scheduler of a
+// machine with more runnable threads than cores, which stops every process
+// now and then for longer than the margin. No margin that leaves a 150 ms
+// caller time to work can cover a 300–600 ms stall.
+//
+// What a server can do is follow the stalls: WithStallMargin
+// (TIMEOUTPROFILE_STALL_MARGIN=true; off by default, see stall.go) makes
+// the margin at least 1.5 × the longest lateness with which a call bounded
+// by its caller's deadline ended in the last 10 s, at most half the time
+// left. Old (the scaled margin alone) and new (with WithStallMargin), two
+// gateways side by side, runs interleaved per language, two sets of three
+// runs each (load average 9.3–15.1 and 8.8–16.5), share of calls with the
+// details per run:
+//
+//	           Go                                                Python                                            Node
+//	deadline   old                      new                      old                      new                      old                      new
+//	20 ms    73/0/25/55/88/76         100/80/69/25/85/100      1/0/62/92/0/1            58/63/64/100/47/99       83/64/100/100/97/100     41/40/100/100/71/95
+//	50 ms    81/10/39/100/80/91       87/53/100/100/74/100     58/94/93/100/84/75       85/88/72/100/100/100     100/100/100/100/80/73    100/100/96/92/80/100
+//	100 ms   100/84/60/100/100/97     100/88/100/100/71/100    100/100/100/100/47/57    87/99/63/100/100/100     89/100/100/100/60/89     100/100/100/100/53/100
+//	150 ms   100/100/100/100/43/80    100/99/74/100/100/100    100/85/100/100/52/100    100/100/100/100/100/87   100/100/90/100/100/96    100/86/100/100/96/100
+//	1000 ms  100/80/100/100/100/100   100/100/100/100/100/100  100/96/100/100/96/87     100/100/100/100/100/100  100/100/100/100/100/67   100/100/100/89/100/100
+//
+// A third set of three, later (load average 8.0–17.9, fewer stalls: 26
+// gaps over 30 ms, the longest 246 ms; the probe's own count per language
+// at most 10, the longest 105 ms):
+//
+//	deadline   Go old     Go new     Python old   Python new   Node old    Node new
+//	20 ms      66/87/64   24/94/79   70/95/17     84/69/46     99/100/80   100/100/89
+//	50 ms      100 ×3     100 ×3     99/100/46    100/100/85   100 ×3      100 ×3
+//	100 ms     100 ×3     100 ×3     100/100/92   82/100/100   100 ×3      100 ×3
+//	150 ms     100 ×3     100 ×3     100 ×3       100/100/93   100 ×3      100 ×3
+//	1000 ms    100 ×3     100 ×3     100 ×3       100 ×3       100 ×3      100 ×3
+//
+// From 150 ms on, in the first two sets 25 of 36 runs kept the details
+// for 99 % of calls or more with the scaled margin alone (3,372 of 3,600
+// calls) and 31 of 36 with the stall margin (3,531 of 3,600); in the
+// third, with fewer and shorter stalls, 18 and 17 of 18 (1,800 and 1,793
+// of 1,800). Over all nine runs per cell, 43 and 48 of 54. Below 150 ms
+// the two do not differ beyond the noise. Neither reaches 99 % in every run on this
+// machine, and the stall margin takes working time from callers (up to
+// half of a call's time left, while stalls are seen), which is the promise
+// a caller feels first: it stays off by default, for an operator whose
+// machine stalls to turn on.
 //
 // The older measurement behind the 100 ms ceiling, TestMeasureDeadlineMargin
 // (run it with TIMEOUTPROFILE_MEASURE=1 go test -run

@@ -39,6 +39,7 @@ type Enforcer struct {
 	fallback   string
 	margin     time.Duration   // WithDeadlineMargin; 0: off
 	noMargin   map[string]bool // WithoutDeadlineMargin
+	stalls     *stallGauge     // WithStallMargin; nil: off
 	sub        *subKeys        // WithSubKeys and the configuration's sub_keys
 	callerFn   func(context.Context) string
 	files      *protoregistry.Files
@@ -109,6 +110,14 @@ func build(o *options) (*Enforcer, error) {
 	}
 	if o.hasMargin {
 		e.margin = o.margin
+	}
+	if stall := cfg.stallMargin; o.hasStall || stall {
+		if o.hasStall {
+			stall = o.stall
+		}
+		if stall {
+			e.stalls = &stallGauge{}
+		}
 	}
 	empty := map[string]*method{}
 	e.cache.Store(&empty)
@@ -312,6 +321,23 @@ func (e *Enforcer) methodSlow(fullMethod string) *method {
 	next[fullMethod] = m
 	e.cache.Store(&next)
 	return m
+}
+
+// stallFloor is the least deadline margin of a call of m arriving at now
+// (WithStallMargin), 0 when off.
+func (e *Enforcer) stallFloor(m *method, now time.Time) time.Duration {
+	if m.noMargin {
+		return 0
+	}
+	return e.stalls.floor(now)
+}
+
+// noteLate records how late a call ended whose caller's deadline, less the
+// margin, was its budget (WithStallMargin).
+func (e *Enforcer) noteLate(te *TimeoutError, deadline, end time.Time) {
+	if e.stalls != nil && te != nil && te.Limit == LimitCallerDeadline {
+		e.stalls.note(end, end.Sub(deadline))
+	}
 }
 
 // marginOf returns the deadline margin's ceiling for calls of m.

@@ -53,7 +53,7 @@ func TestWithMargin(t *testing.T) {
 				dl = now.Add(tc.callerDL)
 			}
 			before := computeBudget(p, now, dl, hasDL, tc.override, tc.override != none)
-			b := before.withMargin(now, dl, hasDL, tc.ceiling)
+			b := before.withMargin(now, dl, hasDL, tc.ceiling, 0)
 			if b.callerBound != tc.callerBound {
 				t.Fatalf("callerBound=%v; want %v", b.callerBound, tc.callerBound)
 			}
@@ -141,5 +141,46 @@ func TestDeadlineMarginSettings(t *testing.T) {
 		if _, err := New(WithDeadlineMargin(d)); err == nil || !strings.Contains(err.Error(), "WithDeadlineMargin: want 0 to 1000 ms") {
 			t.Errorf("WithDeadlineMargin(%v): %v", d, err)
 		}
+	}
+}
+
+// TestStallFloor: with WithStallMargin, a call's margin is at least the
+// floor the last lateness set (1.5 × it), at most half the time left, and
+// the floor is forgotten after stallMemory; without a lateness it is the
+// scaled margin.
+func TestStallFloor(t *testing.T) {
+	p := &Profile{Name: "p", Default: 5 * time.Second, Min: time.Millisecond, Max: 30 * time.Second}
+	now := time.Unix(1000, 0)
+	var g stallGauge
+	margin := func(left time.Duration, at time.Time) time.Duration {
+		dl := at.Add(left)
+		b := computeBudget(p, at, dl, true, 0, false).withMargin(at, dl, true, 100*time.Millisecond, g.floor(at))
+		return dl.Sub(b.deadline)
+	}
+	if got := margin(150*time.Millisecond, now); got != 50*time.Millisecond {
+		t.Fatalf("150 ms, no lateness: margin %v; want 50ms", got)
+	}
+	g.note(now, 60*time.Millisecond)
+	g.note(now.Add(time.Second), 10*time.Millisecond) // shorter: the 60 ms stays
+	cases := []struct {
+		left, want time.Duration
+		at         time.Time
+	}{
+		{150 * time.Millisecond, 75 * time.Millisecond, now.Add(2 * time.Second)},     // 90 ms, at most half
+		{1 * time.Second, 100 * time.Millisecond, now.Add(2 * time.Second)},           // 90 ms < the ceiling
+		{20 * time.Millisecond, 10 * time.Millisecond, now.Add(2 * time.Second)},      // half
+		{1 * time.Second, 100 * time.Millisecond, now.Add(stallMemory + time.Second)}, // forgotten
+	}
+	for _, c := range cases {
+		if got := margin(c.left, c.at); got != c.want {
+			t.Errorf("%v left at +%v: margin %v; want %v", c.left, c.at.Sub(now), got, c.want)
+		}
+	}
+	g.note(now.Add(3*time.Second), 400*time.Millisecond)
+	if got := margin(time.Second, now.Add(4*time.Second)); got != 500*time.Millisecond {
+		t.Errorf("1 s left after a 400 ms lateness: margin %v; want 500ms (half)", got)
+	}
+	if got := margin(3*time.Second, now.Add(4*time.Second)); got != 600*time.Millisecond {
+		t.Errorf("3 s left after a 400 ms lateness: margin %v; want 600ms", got)
 	}
 }

@@ -359,3 +359,58 @@ func TestWithoutDeadlineMargin(t *testing.T) {
 		t.Error("WithoutDeadlineMargin(\"Check\") accepted")
 	}
 }
+
+// TestStallMarginFollowsLateness: with WithStallMargin(true), a call that
+// ends late past its shortened deadline (its handler ignores the
+// cancellation for 120 ms, as a stalled process would) raises the margin
+// of the next call to 1.5 × that lateness, at most half its time left;
+// with the switch off the next call keeps the scaled margin.
+func TestStallMarginFollowsLateness(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		t.Run(fmt.Sprintf("on=%v", on), func(t *testing.T) {
+			e := mustNew(t, timeoutprofile.WithProfile(longToolCall), timeoutprofile.WithDeadlineMargin(100*time.Millisecond),
+				timeoutprofile.WithStallMargin(on))
+			incoming := make(chan time.Time, 2)
+			handler := make(chan time.Time, 2)
+			stall := make(chan bool, 2)
+			ended := make(chan struct{}, 2)
+			conn := serveWith(t, e, &gateway{runJob: func(ctx context.Context, _ *sessiongatev1.RunJobRequest) (*sessiongatev1.RunJobResponse, error) {
+				handler <- deadlineOf(ctx)
+				err := waitForBudget(ctx)
+				if <-stall {
+					time.Sleep(120 * time.Millisecond) // the stall being modelled, not synchronisation
+				}
+				return nil, err
+			}}, append(incomingDeadlines(incoming), grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+				resp, err := h(ctx, req)
+				ended <- struct{}{} // the Enforcer's interceptor has returned
+				return resp, err
+			})))
+			client := sessiongatev1.NewSessionGatewayClient(conn)
+			call := func(d time.Duration, stalled bool) time.Duration {
+				stall <- stalled
+				ctx, cancel := context.WithTimeout(testCtx(t), d)
+				defer cancel()
+				_, err := client.RunJob(ctx, &sessiongatev1.RunJobRequest{})
+				if status.Code(err) != codes.DeadlineExceeded {
+					t.Fatalf("RunJob: %v; want DEADLINE_EXCEEDED", err)
+				}
+				in, hd := <-incoming, <-handler
+				<-ended // the caller's answer can come before the server ends the late call
+				return in.Sub(hd)
+			}
+			// First call: 600 ms, margin 100 ms; it ends 120 ms late.
+			if m := call(600*time.Millisecond, true); m != 100*time.Millisecond {
+				t.Fatalf("first call's margin %v; want 100ms", m)
+			}
+			// Second: 1 s left. On: at least 1.5 × 120 ms = 180 ms.
+			m := call(time.Second, false)
+			if on && (m < 180*time.Millisecond || m > 500*time.Millisecond) {
+				t.Errorf("margin after a 120 ms late end: %v; want 180 ms or more (1.5 × the lateness), at most 500 ms", m)
+			}
+			if !on && m != 100*time.Millisecond {
+				t.Errorf("margin with the switch off: %v; want the scaled 100ms", m)
+			}
+		})
+	}
+}

@@ -49,6 +49,8 @@ type options struct {
 	margin        time.Duration
 	hasMargin     bool
 	noMargin      []string
+	stall         bool
+	hasStall      bool
 	subKeyFn      SubKeyFunc
 	subKeyMethods []string
 	errs          []error
@@ -184,6 +186,16 @@ func WithDeadlineMargin(d time.Duration) Option {
 		}
 		o.margin, o.hasMargin = d, true
 	})
+}
+
+// WithStallMargin turns the stall-following margin on or off (default off;
+// TIMEOUTPROFILE_STALL_MARGIN=true in the environment of LoadGlobal): a
+// call whose caller's deadline is its budget gets a margin of at least 1.5
+// times the longest lateness with which such a call ended in the last 10
+// seconds, at most half of its time left (see stall.go and "The deadline
+// margin" in the package documentation). It overrides the environment.
+func WithStallMargin(on bool) Option {
+	return optionFunc(func(o *options) { o.stall, o.hasStall = on, true })
 }
 
 // WithoutDeadlineMargin names methods ("/package.Service/Method") whose

@@ -43,7 +43,7 @@ func (e *Enforcer) unaryServer(ctx context.Context, req any, info *grpc.UnarySer
 		return nil, err
 	}
 	dl, hasDL := ctx.Deadline()
-	b := computeBudget(p, start, dl, hasDL, override, hasOverride).withMargin(start, dl, hasDL, e.marginOf(m))
+	b := computeBudget(p, start, dl, hasDL, override, hasOverride).withMargin(start, dl, hasDL, e.marginOf(m), e.stallFloor(m, start))
 	if b.rule != RuleNone {
 		e.clamped(ctx, m, p, b)
 	}
@@ -72,6 +72,7 @@ func (e *Enforcer) unaryServer(ctx context.Context, req any, info *grpc.UnarySer
 	te := c.finish(end)
 	m.obs.Duration(end.Sub(start))
 	if te != nil {
+		e.noteLate(te, b.deadline, end)
 		return nil, e.timedOut(ctx, m, te)
 	}
 	return resp, err
@@ -139,7 +140,7 @@ func (e *Enforcer) streamBudget(ctx context.Context, m *method, start time.Time,
 	} else {
 		b = computeBudget(p, start, dl, hasDL, override, hasOverride)
 	}
-	b = b.withMargin(start, dl, hasDL, e.marginOf(m))
+	b = b.withMargin(start, dl, hasDL, e.marginOf(m), e.stallFloor(m, start))
 	if b.rule != RuleNone {
 		e.clamped(ctx, m, p, b)
 	}
@@ -155,6 +156,7 @@ func (e *Enforcer) streamEnded(ctx context.Context, m *method, p *Profile, c *ca
 	end := time.Now()
 	if c != nil {
 		if te := c.finish(end); te != nil {
+			e.noteLate(te, b.deadline, end)
 			m.obs.Duration(end.Sub(start))
 			return e.timedOut(ctx, m, te)
 		}

@@ -67,6 +67,11 @@ type result struct {
 	// resolution) over the row, 99th percentile and maximum.
 	LoopP99MS float64 `json:"loop_p99_ms,omitempty"`
 	LoopMaxMS float64 `json:"loop_max_ms,omitempty"`
+	// The machine's stalls while the language ran: gaps over 30 ms seen
+	// by a goroutine of this process that sleeps 1 ms at a time, and the
+	// longest (see stallWatch).
+	Stalls     int     `json:"stalls_over_30ms"`
+	StallMaxMS float64 `json:"stall_max_ms"`
 }
 
 func main() {
@@ -136,6 +141,7 @@ func run(n, c int, langs, retry, addr, python string, asJSON bool, timeout time.
 	var results []result
 	for _, lang := range strings.Split(langs, ",") {
 		var rs []result
+		sw := startStallWatch()
 		switch lang = strings.TrimSpace(lang); lang {
 		case "go":
 			for _, r := range settings {
@@ -170,6 +176,10 @@ func run(n, c int, langs, retry, addr, python string, asJSON bool, timeout time.
 			}
 		default:
 			return fmt.Errorf("unknown language %q", lang)
+		}
+		stalls, longest := sw.stop()
+		for i := range rs {
+			rs[i].Stalls, rs[i].StallMaxMS = stalls, longest
 		}
 		results = append(results, rs...)
 		if asJSON {
@@ -312,7 +322,7 @@ func printTable(rs []result, conc int) {
 		fmt.Printf("RunJob(sleep deadline+1s), own deadline as given (spread: 50 ms – 2 s), %d in flight\n", conc)
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "client\tretry policy\tdeadline\tcalls\tTimeoutExceeded\tbare DEADLINE_EXCEEDED\tCANCELLED\tother\tok\tlimits\twall\tloop delay p99/max")
+	fmt.Fprintln(tw, "client\tretry policy\tdeadline\tcalls\tTimeoutExceeded\tbare DEADLINE_EXCEEDED\tCANCELLED\tother\tok\tlimits\twall\tloop delay p99/max\tstalls >30 ms (longest)")
 	for _, r := range rs {
 		on := "off"
 		if r.Retry {
@@ -339,10 +349,52 @@ func printTable(rs []result, conc int) {
 		if r.LoopMaxMS > 0 {
 			loop = fmt.Sprintf("%.0f/%.0f ms", r.LoopP99MS, r.LoopMaxMS)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d (%.1f%%)\t%s\t%d\t%d\t%d\t%s\t%.1fs\t%s\n", r.Lang, on, dl, r.N, r.Details,
-			100*float64(r.Details)/float64(max(r.N, 1)), bare, r.Cancelled, r.Other, r.OK, strings.Join(lim, " "), r.Seconds, loop)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d (%.1f%%)\t%s\t%d\t%d\t%d\t%s\t%.1fs\t%s\t%d (%.0f ms)\n", r.Lang, on, dl, r.N, r.Details,
+			100*float64(r.Details)/float64(max(r.N, 1)), bare, r.Cancelled, r.Other, r.OK, strings.Join(lim, " "), r.Seconds, loop, r.Stalls, r.StallMaxMS)
 	}
 	tw.Flush()
+}
+
+// stallWatch measures the machine's stalls as any process feels them: a
+// goroutine sleeps 1 ms at a time and counts the gaps over 30 ms. A lost
+// block of details that coincides with gaps here is the scheduler's, not
+// the gateway's (see "The lost blocks" in timeoutprofile's doc).
+type stallWatch struct {
+	done    chan struct{}
+	ended   chan struct{}
+	stalls  int
+	longest time.Duration
+}
+
+func startStallWatch() *stallWatch {
+	w := &stallWatch{done: make(chan struct{}), ended: make(chan struct{})}
+	go func() {
+		defer close(w.ended)
+		last := time.Now()
+		t := time.NewTicker(time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-w.done:
+				return
+			case <-t.C:
+			}
+			now := time.Now()
+			if g := now.Sub(last); g > 30*time.Millisecond {
+				w.stalls++
+				w.longest = max(w.longest, g)
+			}
+			last = now
+		}
+	}()
+	return w
+}
+
+// stop ends the watch and returns the gaps over 30 ms and the longest, in ms.
+func (w *stallWatch) stop() (int, float64) {
+	close(w.done)
+	<-w.ended
+	return w.stalls, float64(w.longest.Microseconds()) / 1000
 }
 
 // repoRoot finds the module root (where go.mod is) from the working directory.

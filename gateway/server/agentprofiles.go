@@ -27,8 +27,11 @@ import (
 // RunJob and SubmitJob take the agent from their request (agent and
 // agent_version, or "name@version" in agent). WatchJob's request names a
 // job: its agent is the one a SubmitJob through this gateway gave it,
-// remembered until the job ends (jobAgents); a job submitted elsewhere, or
-// already ended, is watched under WatchJob's own profile.
+// remembered until the job ends (jobAgents); a job of a session taken over
+// after its owner was lost has the agent the runtime's job listing names
+// (session.list_jobs, §6.6, which adopting the job reads: listedAgent); any
+// other job submitted elsewhere, or already ended, is watched under
+// WatchJob's own profile.
 //
 // In cluster mode the session's owner chooses: cluster routing runs before
 // the timeout profile, so a call that enters another replica is forwarded
@@ -36,7 +39,9 @@ import (
 // owner's configuration; a forwarded SubmitJob runs there too, so the owner
 // remembers the job's agent for WatchJob (TestClusterAgentProfileOwnerChooses).
 // A job the owner did not submit itself — one adopted after a takeover of
-// its session — is watched under WatchJob's own profile.
+// its session — is watched under its listed agent's profile where the
+// runtime's listing names the agent (TestClusterAdoptedJobAgentProfile in
+// cmd/gateway), else under WatchJob's own.
 
 // agentMethods are the methods whose timeout profile follows the agent.
 var agentMethods = []string{
@@ -68,7 +73,7 @@ func (j *jobAgents) get(jobID string) string {
 }
 
 // agentSubKeys is the gateway's timeoutprofile.SubKeyFunc.
-func (s *service) agentSubKeys(_ context.Context, _ string, req any) []string {
+func (s *service) agentSubKeys(ctx context.Context, _ string, req any) []string {
 	var agent, version string
 	switch r := req.(type) {
 	case *sessiongatev1.RunJobRequest:
@@ -77,12 +82,25 @@ func (s *service) agentSubKeys(_ context.Context, _ string, req any) []string {
 		agent, version = r.GetAgent(), r.GetAgentVersion()
 	case *sessiongatev1.WatchJobRequest:
 		agent = s.agents.get(r.GetJobId())
+		if agent == "" {
+			agent = s.listedAgent(ctx, r.GetSessionId(), r.GetJobId())
+		}
 	case *wirecodec.RawMessage:
 		agent, version = agentFromWire(r.Bytes)
 	case timeoutprofile.SubKeyQuery: // ResolveProfile's sub_key
 		agent = string(r)
 	}
 	return agentKeys(agent, version)
+}
+
+// listedAgent is the agent the runtime's job listing names for a job of a
+// taken-over session (upstream.Conn.ListedAgent), "" for any other.
+func (s *service) listedAgent(ctx context.Context, sessionID, jobID string) string {
+	sess, ok := s.table.Get(sessionID, callerFrom(ctx))
+	if !ok {
+		return ""
+	}
+	return sess.Conn.ListedAgent(ctx, jobID)
 }
 
 // agentKeys are the sub-keys of an agent: "name@version" and "name", or

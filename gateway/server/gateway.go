@@ -118,6 +118,12 @@ type Config struct {
 	IdleTimeout time.Duration
 	// MaxInputBytes caps a job's input (default 8 MiB).
 	MaxInputBytes int
+	// MaxReceivingBytes bounds the RunJob and SubmitJob requests being
+	// received at once, each counted as the gRPC receive limit (recvLimit)
+	// from before its request is read until it is decoded; further calls
+	// wait within their deadlines (default DefaultMaxReceivingBytes; see
+	// recvgate.go).
+	MaxReceivingBytes int64
 	// Upstream is the template for every upstream connection: timeouts and
 	// caps. URL, Token, Client, Features, Counters and Logger are filled in
 	// (Counters from the runtime's).
@@ -173,6 +179,7 @@ func (c *Config) setDefaults() {
 	def(&c.MaxLiveJobsPerCaller, DefaultMaxLiveJobsPerCaller)
 	def(&c.MaxRetainedBytes, DefaultMaxRetainedBytes)
 	def(&c.MaxRetainedBytesPerCaller, DefaultMaxRetainedBytesPerCaller)
+	def(&c.MaxReceivingBytes, DefaultMaxReceivingBytes)
 	if c.MaxWatchersPerJob == 0 {
 		c.MaxWatchersPerJob = DefaultMaxWatchersPerJob
 	}
@@ -203,7 +210,7 @@ func (c *Config) validate() error {
 	if c.Registry == nil {
 		errs = append(errs, errors.New("a Registry is required"))
 	}
-	if c.MaxWatchersPerJob < 0 || c.MaxInputBytes < 0 {
+	if c.MaxWatchersPerJob < 0 || c.MaxInputBytes < 0 || c.MaxReceivingBytes < 0 {
 		errs = append(errs, errors.New("caps must not be negative"))
 	}
 	if c.KeepaliveTime < 0 || c.KeepaliveTimeout < 0 || c.KeepaliveMinTime < 0 {
@@ -235,6 +242,7 @@ type Gateway struct {
 	admin    http.Handler
 	counters map[string]*upstream.Counters // per runtime; immutable
 	retained *budget.Budget
+	recvGate *receiveGate // RunJob and SubmitJob requests being received (recvgate.go)
 	log      *slog.Logger
 	draining atomic.Bool
 	cluster  *clusterState // nil unless cluster mode
@@ -406,6 +414,8 @@ func New(cfg Config) (*Gateway, error) {
 	// build makes the gRPC server; in cluster mode a second one takes the
 	// listener over for the lame duck (lameduck.go), so that the first can
 	// send GOAWAY to every connection while the listener still accepts.
+	gate := newReceiveGate(cfg.MaxReceivingBytes, recvLimit(cfg.MaxInputBytes))
+	g.recvGate = gate
 	build := func() *grpc.Server {
 		gs := grpc.NewServer(append(append(append(tracingOptions(cfg.TracerProvider), windowOptions(cfg.WindowBytes)...), peerServerOptions(cfg.Cluster)...),
 			grpc.UnaryInterceptor(entry.intercept),
@@ -434,7 +444,7 @@ func New(cfg Config) (*Gateway, error) {
 				if own == nil {
 					own = h
 				}
-				return tooDeepRequests(own)
+				return tooDeepRequests(gate.wrap(own))
 			}
 			return own
 		}), g.svc)
@@ -458,18 +468,22 @@ func New(cfg Config) (*Gateway, error) {
 // of up to twice the cap reaches the handler and gets the clear
 // RESOURCE_EXHAUSTED CAP_EXCEEDED naming max_input_bytes, not gRPC's bare
 // "received message larger than max". (The protobuf form of an input can
-// be a little larger or smaller than its JSON, which the cap counts.)
+// be a little larger or smaller than its JSON, which the cap counts.) With
+// the default cap of 8 MiB: up to 8 MiB of JSON runs; a request of up to
+// 17 MiB (the 10 MB and 16 MiB inputs of TestLimitsAligned) gets
+// CAP_EXCEEDED max_input_bytes with ErrorInfo; a larger one gets grpc-go's
+// RESOURCE_EXHAUSTED "grpc: received message larger than max (N vs. L)".
 //
-// A request above this limit still gets gRPC's bare RESOURCE_EXHAUSTED
-// "grpc: received message larger than max (N vs. L)", without ErrorInfo,
-// and cannot get more: grpc-go (1.85) refuses it from the message's 5-byte
-// length prefix in parser.recvMsg and writes that status itself, in a defer
-// of serverStream.RecvMsg, before the handler's dec returns — so no
-// interceptor, handler wrapper or stats handler can replace it (a wrapper
-// mapping dec's error was tried: the caller still saw the bare status,
-// TestInputOverReceiveLimit). The limit is the only knob, and without it
-// one request could make the gateway buffer up to 4 GiB. What the caller
-// does get is the limit in the message and the code RESOURCE_EXHAUSTED.
+// That last status has no ErrorInfo and cannot get one: grpc-go (1.85)
+// refuses the request from the message's 5-byte length prefix in
+// parser.recvMsg, before reading any of it, and writes that status itself,
+// in a defer of serverStream.RecvMsg, before the handler's dec returns — so
+// no interceptor, handler wrapper or stats handler can replace it (a
+// wrapper mapping dec's error was tried: the caller still saw the bare
+// status, TestInputOverReceiveLimit). A higher limit would name
+// max_input_bytes for larger inputs too, but each request being received
+// may make the gateway hold up to the limit (recvgate.go): the limit times
+// the --max-receiving-bytes budget's slots is the memory at stake.
 func recvLimit(maxInputBytes int) int { return 2*maxInputBytes + 1<<20 }
 
 // probeMethods answer from memory at once, at any caller deadline.

@@ -1,10 +1,17 @@
 package server
 
 import (
+	"bytes"
+	"context"
 	"fmt"
+	"net"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -75,5 +82,78 @@ func TestInputOverReceiveLimit(t *testing.T) {
 	resp, err := h.client.RunJob(ctx, &sessiongatev1.RunJobRequest{SessionId: id, Agent: "echo", Input: structpb.NewStringValue("ok")})
 	if err != nil || resp.GetResult().GetStringValue() != "ok" {
 		t.Fatalf("echo after the refusals: %v, %v", resp, err)
+	}
+}
+
+// TestReceiveGate: a RunJob whose request is still arriving holds the
+// receive limit's worth of --max-receiving-bytes, so with a budget of one
+// limit a second RunJob waits for it within its deadline and no job runs;
+// once the first caller gives up (RST_STREAM), the second runs. Without the
+// gate the second RunJob is answered at once, whatever the first holds.
+func TestReceiveGate(t *testing.T) {
+	const limit = 1 << 20 // receive limit 3 MiB
+	h := newHarness(t, harnessOpts{config: func(c *Config) {
+		c.MaxInputBytes = limit
+		c.MaxReceivingBytes = 1 // one request at a time
+	}})
+	ctx := ctxT(t, 60*time.Second)
+	id := h.open(t, ctx)
+
+	// A raw HTTP/2 client declares a 2 MiB RunJob request and sends 100
+	// bytes of it.
+	nc, err := net.Dial("tcp", h.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if _, err := nc.Write([]byte(http2.ClientPreface)); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(nc, nc)
+	go func() { // read and drop the server's frames; the framer's writes need no reader
+		for {
+			if _, err := fr.ReadFrame(); err != nil {
+				return
+			}
+		}
+	}()
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", sessiongatev1.SessionGateway_RunJob_FullMethodName},
+		{":authority", h.addr}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
+		if err := enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := fr.WriteData(1, false, append([]byte{0, 0, 0x20, 0, 0}, make([]byte, 100)...)); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until that request holds the gate.
+	held := ctxT(t, 10*time.Second)
+	for h.gw.recvGate.sem.TryAcquire(1) {
+		h.gw.recvGate.sem.Release(1)
+		if held.Err() != nil {
+			t.Fatal("the raw request never reached the gate")
+		}
+		runtime.Gosched()
+	}
+	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err = h.client.RunJob(wctx, &sessiongatev1.RunJobRequest{SessionId: id, Agent: "echo", Input: structpb.NewStringValue("waits")})
+	cancel()
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("RunJob while another request is being received: %v; want DEADLINE_EXCEEDED waiting for the receive budget", err)
+	}
+	if err := fr.WriteRSTStream(1, http2.ErrCodeCancel); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := h.client.RunJob(ctx, &sessiongatev1.RunJobRequest{SessionId: id, Agent: "echo", Input: structpb.NewStringValue("runs")})
+	if err != nil || resp.GetResult().GetStringValue() != "runs" {
+		t.Fatalf("RunJob after the first request was cancelled: %v, %v", resp, err)
 	}
 }

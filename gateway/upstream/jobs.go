@@ -798,6 +798,7 @@ type adoptList struct {
 	gen    uint64
 	done   chan struct{} // closed when fetched
 	status map[string]string
+	agent  map[string]string // the agent the runtime names (§6.6), where it names one
 	err    error
 }
 
@@ -809,7 +810,7 @@ func (c *Conn) adoptListing(ctx context.Context) (*adoptList, error) {
 	l := c.adoptL
 	fetch := l == nil || l.gen != gen || l.err != nil && isDone(l.done)
 	if fetch {
-		l = &adoptList{gen: gen, done: make(chan struct{}), status: make(map[string]string)}
+		l = &adoptList{gen: gen, done: make(chan struct{}), status: make(map[string]string), agent: make(map[string]string)}
 		c.adoptL = l
 		c.ctr.AdoptListings.Add(1)
 	}
@@ -824,6 +825,9 @@ func (c *Conn) adoptListing(ctx context.Context) (*adoptList, error) {
 			}
 			for _, j := range jobs.Jobs {
 				l.status[j.JobID] = j.Status
+				if j.Agent != "" {
+					l.agent[j.JobID] = j.Agent
+				}
 			}
 			if cursor = jobs.NextCursor; cursor == "" {
 				break
@@ -840,6 +844,27 @@ func (c *Conn) adoptListing(ctx context.Context) (*adoptList, error) {
 		return nil, l.err
 	}
 	return l, nil
+}
+
+// ListedAgent returns the agent the runtime's job listing names for jobID
+// in a taken-over session ("name" or "name@version", as the runtime wrote
+// it), "" for a session that was not taken over, a runtime without
+// list_jobs, a job the listing does not name or one named without its
+// agent. It reads the generation's one listing, the one AdoptJob reads
+// (fetching it if no call did yet, within ctx), so a job adopted from the
+// resume's replay, which AdoptJob never lists, has its agent too.
+func (c *Conn) ListedAgent(ctx context.Context, jobID string) string {
+	c.mu.Lock()
+	adopt := c.adopt
+	c.mu.Unlock()
+	if !adopt || jobID == "" || !c.feat.listJobs {
+		return ""
+	}
+	l, err := c.adoptListing(ctx)
+	if err != nil {
+		return ""
+	}
+	return l.agent[jobID]
 }
 
 func isDone(ch chan struct{}) bool {

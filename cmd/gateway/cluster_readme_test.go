@@ -140,6 +140,11 @@ func TestClusterReadmeBlock(t *testing.T) {
 	script := block + "\necho \"@@ready $(jobs -p | tr '\\n' ' ')\"\nread -r _ || true\nkill $(jobs -p) 2>/dev/null\nwait\n"
 	cmd := exec.Command("bash", "-c", script)
 	cmd.Dir = "../.."
+	// Its own process group, so that a block that never got ready (its
+	// jobs unknown) is stopped whole; and Wait returns even while a
+	// leftover child holds the output pipe.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = 5 * time.Second
 	var out syncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	stdin, err := cmd.StdinPipe()
@@ -163,7 +168,7 @@ func TestClusterReadmeBlock(t *testing.T) {
 			for _, pid := range jobs {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 			}
-			_ = cmd.Process.Kill()
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			<-exited
 			t.Errorf("the script did not stop its jobs within 30 s:\n%s", out.String())
 		}

@@ -121,7 +121,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	dur(&o.keepaliveTimeout, "keepalive-timeout", "SESSIONGATE_KEEPALIVE_TIMEOUT", 20*time.Second, "close a connection whose ping is unanswered this long")
 	dur(&o.keepaliveMinTime, "keepalive-min-time", "SESSIONGATE_KEEPALIVE_MIN_TIME", 500*time.Millisecond, "shortest client ping interval tolerated; faster pingers get GOAWAY too_many_pings")
 	num(&o.maxInputBytes, "max-input-bytes", "SESSIONGATE_MAX_INPUT_BYTES", 8<<20, "cap on a job's input")
-	num64(&o.maxReceiving, "max-receiving-bytes", "SESSIONGATE_MAX_RECEIVING_BYTES", server.DefaultMaxReceivingBytes, "memory for RunJob and SubmitJob requests being received at once, each counted as the gRPC receive limit (2 × --max-input-bytes + 1 MiB); further calls wait within their deadlines")
+	num64(&o.maxReceiving, "max-receiving-bytes", "SESSIONGATE_MAX_RECEIVING_BYTES", 0, "memory for RunJob and SubmitJob requests being received at once, each counted as the gRPC receive limit (2 × --max-input-bytes + 1 MiB); further calls wait within their deadlines (0: no bound; e.g. 268435456; a stream that never sends its request holds its share)")
 	var frame int
 	num(&frame, "max-frame-bytes", "SESSIONGATE_MAX_FRAME_BYTES", 16<<20, "cap on an upstream WebSocket frame")
 	dur(&o.initTimeout, "init-timeout", "SESSIONGATE_INIT_TIMEOUT", 10*time.Second, "upstream handshake timeout")
@@ -189,12 +189,15 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	}{
 		{"max-sessions", int64(o.maxSessions)}, {"max-sessions-per-caller", int64(o.maxPerCaller)},
 		{"max-live-jobs", o.maxLiveJobs}, {"max-live-jobs-per-caller", o.maxLiveJobsCaller},
-		{"max-retained-bytes", o.maxRetained}, {"max-retained-bytes-per-caller", o.maxRetainedCaller}, {"max-receiving-bytes", o.maxReceiving},
+		{"max-retained-bytes", o.maxRetained}, {"max-retained-bytes-per-caller", o.maxRetainedCaller},
 		{"max-watchers-per-job", int64(o.maxWatchersPerJob)}, {"max-concurrent-streams", int64(o.maxStreams)},
 	} {
 		if c.v <= 0 {
 			return nil, fmt.Errorf("--%s %d: want a positive number", c.name, c.v)
 		}
+	}
+	if o.maxReceiving < 0 {
+		return nil, fmt.Errorf("--max-receiving-bytes %d: want 0 (no bound) or a positive number", o.maxReceiving)
 	}
 	if o.windowBytes >= 0 && (o.windowBytes < 64<<10 || o.windowBytes > 1<<30) {
 		return nil, fmt.Errorf("--grpc-window-bytes %d: want 65536 to %d, or -1 for the dynamic window", o.windowBytes, 1<<30)

@@ -121,8 +121,8 @@ type Config struct {
 	// MaxReceivingBytes bounds the RunJob and SubmitJob requests being
 	// received at once, each counted as the gRPC receive limit (recvLimit)
 	// from before its request is read until it is decoded; further calls
-	// wait within their deadlines (default DefaultMaxReceivingBytes; see
-	// recvgate.go).
+	// wait within their deadlines. 0 (the default): no bound; see
+	// recvgate.go for why, and SuggestedMaxReceivingBytes.
 	MaxReceivingBytes int64
 	// Upstream is the template for every upstream connection: timeouts and
 	// caps. URL, Token, Client, Features, Counters and Logger are filled in
@@ -179,7 +179,6 @@ func (c *Config) setDefaults() {
 	def(&c.MaxLiveJobsPerCaller, DefaultMaxLiveJobsPerCaller)
 	def(&c.MaxRetainedBytes, DefaultMaxRetainedBytes)
 	def(&c.MaxRetainedBytesPerCaller, DefaultMaxRetainedBytesPerCaller)
-	def(&c.MaxReceivingBytes, DefaultMaxReceivingBytes)
 	if c.MaxWatchersPerJob == 0 {
 		c.MaxWatchersPerJob = DefaultMaxWatchersPerJob
 	}

@@ -50,9 +50,21 @@ import (
 // Without the gate memory grows with the requests sent at once (about
 // 18 MiB each); with it, by the waiting streams' windows only.
 
-// DefaultMaxReceivingBytes is Config.MaxReceivingBytes's default: 256 MiB,
-// 15 requests of the default receive limit (17 MiB) at a time.
-const DefaultMaxReceivingBytes = 256 << 20
+// The gate is off by default (Config.MaxReceivingBytes 0). It reserves a
+// call's share before the request arrives, for as long as it takes to
+// arrive: a stream that sends its headers and nothing more holds a share
+// until it ends, and the call is not yet authenticated then (the request
+// is decoded before the interceptors run). With a 256 MiB budget, 15 such
+// streams from one unauthenticated connection would make every RunJob and
+// SubmitJob of the gateway wait: a worse failure than the memory it
+// saves. An operator who sees large inputs arrive together, and trusts the
+// callers that can reach the port, turns it on (256 MiB is a budget of 15
+// requests of the default receive limit). A bound per connection would
+// confine a slow sender to its own calls; not built.
+
+// SuggestedMaxReceivingBytes is a budget for --max-receiving-bytes: 256
+// MiB, 15 requests of the default receive limit (17 MiB) at a time.
+const SuggestedMaxReceivingBytes = 256 << 20
 
 // receiveGate bounds the bytes of RunJob and SubmitJob requests being
 // received at once. Each call counts as the receive limit, the most it can
@@ -63,8 +75,12 @@ type receiveGate struct {
 }
 
 // newReceiveGate returns the gate for a budget of total bytes, each call
-// counting limit; a budget below one limit lets one call in at a time.
+// counting limit; a budget below one limit lets one call in at a time. nil
+// (no gate) for a budget of 0.
 func newReceiveGate(total int64, limit int) *receiveGate {
+	if total <= 0 {
+		return nil
+	}
 	each := int64(limit)
 	if total < each {
 		total = each
@@ -72,9 +88,13 @@ func newReceiveGate(total int64, limit int) *receiveGate {
 	return &receiveGate{sem: semaphore.NewWeighted(total), each: each}
 }
 
-// wrap returns h with its request received under the gate. A call whose
-// context ends while it waits ends with its context's status.
+// wrap returns h with its request received under the gate (h itself when
+// the gate is off: g nil). A call whose context ends while it waits ends
+// with its context's status.
 func (g *receiveGate) wrap(h grpc.MethodHandler) grpc.MethodHandler {
+	if g == nil {
+		return h
+	}
 	return func(srv any, ctx context.Context, dec func(any) error, ic grpc.UnaryServerInterceptor) (any, error) {
 		gated := func(v any) error {
 			if err := g.sem.Acquire(ctx, g.each); err != nil {

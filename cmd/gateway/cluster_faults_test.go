@@ -196,33 +196,7 @@ func TestClusterKillTakeoverAtScale(t *testing.T) {
 	n := *flagTakeoverSessions
 	ctx := testContext(t, 300*time.Second)
 	c, gws := startCluster(t, ctx, "--max-sessions-per-caller", strconv.Itoa(2*n), "--max-sessions", strconv.Itoa(2*n))
-	sids := make([]string, n)
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	next := make(chan int, n)
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				resp, err := gws[0].OpenSession(ctx, &sessiongatev1.OpenSessionRequest{ClientName: "scale"})
-				if err != nil {
-					errs <- err
-					return
-				}
-				sids[i] = resp.GetSessionId()
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	sids := openMany(t, ctx, gws[0], n)
 	// Every session recorded; the orphans are those gw-1 holds at the
 	// kill (the rebalancer moves idle sessions toward their preferred
 	// replica, at most 50 a second, after 5 s).

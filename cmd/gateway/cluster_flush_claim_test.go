@@ -185,7 +185,8 @@ func TestClusterFlushWhileResuming(t *testing.T) {
 		len(orphans), n, len(orphans), visible.Round(time.Millisecond))
 }
 
-// openMany opens n sessions through gw, 16 at a time.
+// openMany opens n sessions through gw, 16 at a time (the scale and flush
+// tests).
 func openMany(t *testing.T, ctx context.Context, gw sessiongatev1.SessionGatewayClient, n int) []string {
 	t.Helper()
 	sids := make([]string, n)
@@ -201,7 +202,7 @@ func openMany(t *testing.T, ctx context.Context, gw sessiongatev1.SessionGateway
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				resp, err := gw.OpenSession(ctx, &sessiongatev1.OpenSessionRequest{ClientName: "flush-claim"})
+				resp, err := gw.OpenSession(ctx, &sessiongatev1.OpenSessionRequest{ClientName: "many"})
 				if err != nil {
 					errs <- err
 					return

@@ -42,7 +42,6 @@ var counterMetrics = map[string]counterMetric{
 	"JobsLost":           {"jobs_lost", "Jobs ended with JOB_LOST: not streamed after a resume (or another session's) and not re-attachable."},
 	"ForeignReplays":     {"foreign_replays", "Idempotent retries answered with another session's job, attached with job.subscribe."},
 	"AdoptListings":      {"adopt_listings", "list_jobs listings made to adopt a taken-over session's jobs (one per generation at most)."},
-	"AdoptRefused":       {"adopt_refused", "Frames of jobs a taken-over session did not know, dropped because adopting them would pass the session's live-jobs cap."},
 	"BudgetTrims":        {"budget_trims", "Times the retained-bytes budget refused a session more and its job logs were trimmed."},
 	"CaughtUpRetries":    {"caught_up_retries", "Resumes refused with nothing to replay (TS SDK) and retried from one event earlier."},
 	"MalformedFrames":    {"malformed_frames", "Upstream frames dropped as malformed (undecodable envelope or payload, wrong session_id)."},

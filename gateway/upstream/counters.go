@@ -24,7 +24,6 @@ type Counters struct {
 	JobsLost           atomic.Uint64 // jobs ended with CodeJobLost: not streamed after a resume (or another session's) and not re-attachable
 	ForeignReplays     atomic.Uint64 // idempotent replays of jobs another session created, attached here with job.subscribe
 	AdoptListings      atomic.Uint64 // list_jobs listings made to adopt a taken-over session's jobs (one per generation at most)
-	AdoptRefused       atomic.Uint64 // frames of jobs a taken-over session did not know, dropped: adopting them would pass MaxLiveJobs live jobs (or twice that in records)
 
 	// Frames.
 	MalformedFrames    atomic.Uint64 // undecodable envelopes, wrong session_id, undecodable payloads

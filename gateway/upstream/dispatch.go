@@ -441,13 +441,7 @@ func (c *Conn) deliverSeqLocked(env *arcp.Envelope, size int, now time.Time) {
 		if c.adopt && (it.Error == nil || c.core.Waiting() == 0) {
 			// A taken-over session's job, submitted through the
 			// previous owner: adopt it, with history from the
-			// takeover on. Within MaxLiveJobs, as AdoptJob: a runtime
-			// streaming more jobs than that is not trusted with the
-			// gateway's memory; the frames are dropped and counted.
-			if c.liveJobs+c.inflight >= c.cfg.MaxLiveJobs || len(c.jobs) >= 2*c.cfg.MaxLiveJobs {
-				c.ctr.AdoptRefused.Add(1)
-				return
-			}
+			// takeover on.
 			j = c.adoptJobLocked(env.JobID)
 			goto known
 		}

@@ -597,8 +597,8 @@ type callPace struct {
 	last error
 }
 
-func (c *clusterState) newPace() *callPace {
-	return &callPace{w: cluster.CallWait{Limit: c.cfg.OwnerWait}}
+func (c *clusterState) newPace() callPace {
+	return callPace{w: cluster.CallWait{Limit: c.cfg.OwnerWait}}
 }
 
 // pause sleeps the call's next pause before it is routed again; false: its

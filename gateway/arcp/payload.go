@@ -221,7 +221,10 @@ type JobInfo struct {
 	LeaseConstraints json.RawMessage `json:"lease_constraints,omitempty"`
 	Budget           json.RawMessage `json:"budget,omitempty"`
 	ParentJobID      string          `json:"parent_job_id,omitempty"`
-	LastEventSeq     uint64          `json:"last_event_seq,omitempty"`
+	// LastEventSeq is the event_seq of the job's latest envelope in the
+	// listing session; nil when the runtime left it out (a runtime may omit
+	// a zero), so that its absence is never read as "no events".
+	LastEventSeq *uint64 `json:"last_event_seq,omitempty"`
 }
 
 // JobFilter is the filter of session.list_jobs (§6.6); every field is

@@ -618,7 +618,7 @@ func (t *transport) listJobs(env *arcp.Envelope) {
 			break
 		}
 		info := arcp.JobInfo{JobID: j.id, Agent: j.spec, Status: j.status, AcceptedAt: j.acceptedAt,
-			CreatedAt: j.acceptedAt, TraceID: j.traceID, Lease: j.grant.lease, LastEventSeq: j.lastSeq}
+			CreatedAt: j.acceptedAt, TraceID: j.traceID, Lease: j.grant.lease, LastEventSeq: &j.lastSeq}
 		info.LeaseConstraints, info.Budget = j.boundsJSON()
 		out.Jobs = append(out.Jobs, info)
 		lastOrd = j.ord

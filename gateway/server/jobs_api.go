@@ -362,7 +362,7 @@ func jobProto(j arcp.JobInfo) *sessiongatev1.Job {
 	return &sessiongatev1.Job{
 		JobId: j.JobID, Agent: j.Agent, State: jobState(j.Status), RawStatus: j.Status,
 		Lease: leaseProto(j.Lease), LeaseConstraints: constraintsProto(j.LeaseConstraints), Budget: budgetProto(j.Budget),
-		ParentJobId: j.ParentJobID, CreateTime: parseTime(created), TraceId: j.TraceID, LastEventSeq: j.LastEventSeq,
+		ParentJobId: j.ParentJobID, CreateTime: parseTime(created), TraceId: j.TraceID, LastEventSeq: derefSeq(j.LastEventSeq),
 	}
 }
 
@@ -692,4 +692,12 @@ func (s *service) SubscribeJob(ctx context.Context, req *sessiongatev1.Subscribe
 		job.JobId = req.GetJobId()
 	}
 	return &sessiongatev1.SubscribeJobResponse{Job: job, SubscribedFrom: d.SubscribedFrom, Replayed: d.Replayed}, nil
+}
+
+// derefSeq is a listed job's last_event_seq, 0 where the runtime left it out.
+func derefSeq(p *uint64) uint64 {
+	if p == nil {
+		return 0
+	}
+	return *p
 }

@@ -42,6 +42,7 @@ var counterMetrics = map[string]counterMetric{
 	"JobsLost":           {"jobs_lost", "Jobs ended with JOB_LOST: not streamed after a resume (or another session's) and not re-attachable."},
 	"ForeignReplays":     {"foreign_replays", "Idempotent retries answered with another session's job, attached with job.subscribe."},
 	"AdoptListings":      {"adopt_listings", "list_jobs listings made to adopt a taken-over session's jobs (one per generation at most)."},
+	"AdoptRefined":       {"adopt_refined", "Adopted jobs whose history the job listing showed to start below the takeover's resume point (a quiet job watched across a takeover from its cursor)."},
 	"BudgetTrims":        {"budget_trims", "Times the retained-bytes budget refused a session more and its job logs were trimmed."},
 	"CaughtUpRetries":    {"caught_up_retries", "Resumes refused with nothing to replay (TS SDK) and retried from one event earlier."},
 	"MalformedFrames":    {"malformed_frames", "Upstream frames dropped as malformed (undecodable envelope or payload, wrong session_id)."},

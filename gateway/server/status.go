@@ -260,6 +260,13 @@ func toStatus(log *slog.Logger, err error) error {
 	case errors.Is(err, upstream.ErrOutcomeUnknown):
 		return gatewayStatus(codes.Unavailable, "OUTCOME_UNKNOWN",
 			"the upstream connection dropped before the runtime answered; the job may or may not exist: retry with the same idempotency_key", nil)
+	case errors.As(err, new(*upstream.NotRetainedError)):
+		var nr *upstream.NotRetainedError
+		errors.As(err, &nr)
+		return gatewayStatus(codes.ResourceExhausted, "SLOW_CONSUMER",
+			fmt.Sprintf("job %s: the events after from_event_seq %d are no longer retained (this replica holds them from after event_seq %d): watch again from %d; the events between are lost to this watch",
+				clip(nr.JobID), nr.From, nr.Held, nr.Held),
+			map[string]string{"job_id": nr.JobID, "from_event_seq": strconv.FormatUint(nr.From, 10), "held_after_seq": strconv.FormatUint(nr.Held, 10)})
 	case errors.Is(err, upstream.ErrSlowConsumer):
 		return gatewayStatus(codes.ResourceExhausted, "SLOW_CONSUMER",
 			"the stream fell too far behind the job's events and the session's event buffer is full: watch again with from_event_seq", nil)

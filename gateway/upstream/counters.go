@@ -52,6 +52,7 @@ type Counters struct {
 
 	// Consumers.
 	SlowConsumers atomic.Uint64 // watchers failed with ErrSlowConsumer
+	AdoptRefined  atomic.Uint64 // adopted jobs whose history start the job listing moved below the resume point
 	BudgetTrims   atomic.Uint64 // times the retained-bytes budget refused more and the logs were trimmed
 	BackPressure  atomic.Uint64 // times acking was paused because the event buffer was filling up
 }

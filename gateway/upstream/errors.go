@@ -128,6 +128,22 @@ func (e *JobEndedError) Error() string {
 	return fmt.Sprintf("upstream: job %s already ended (%s)", e.JobID, e.FinalStatus)
 }
 
+// NotRetainedError: Watch from an event_seq older than what this
+// connection holds of the job (items after it were dropped by the buffer
+// caps, or, of a job adopted after a takeover, acked before it). It is
+// ErrSlowConsumer (errors.Is).
+type NotRetainedError struct {
+	JobID string
+	From  uint64 // the watch's from_event_seq
+	Held  uint64 // the job's items after this seq are held here
+}
+
+func (e *NotRetainedError) Error() string {
+	return fmt.Sprintf("upstream: job %s: events after event_seq %d are no longer retained (held from after %d)", e.JobID, e.From, e.Held)
+}
+
+func (e *NotRetainedError) Is(target error) bool { return target == ErrSlowConsumer }
+
 // BeyondEndError: Watch from an event_seq past the terminal of a job that
 // has ended: no item has a seq above it.
 type BeyondEndError struct {

@@ -98,6 +98,8 @@ type job struct {
 	handedAt   time.Time         // when a caller of this connection first got it (DeliveredAt)
 	chunks     chunkAssembler
 	doneCh     chan struct{} // JobDone, created on demand
+	adopted    bool          // registered by a takeover (adoptJobLocked): history from c.adoptFrom on
+	refined    bool          // adopted: its history's start was checked against the job listing (refineLocked)
 	evicted    bool          // the terminal was trimmed under the caps: Wait says ErrResultEvicted
 	awaited    bool          // a caller will Wait for the terminal: the caps keep it (see enforceCapsLocked)
 }
@@ -639,7 +641,7 @@ func (c *Conn) Watch(jobID string, fromSeq uint64) (*Watcher, error) {
 		return nil, ErrUnknownJob
 	}
 	if fromSeq < j.trimmedSeq {
-		return nil, ErrSlowConsumer
+		return nil, &NotRetainedError{JobID: jobID, From: fromSeq, Held: j.trimmedSeq}
 	}
 	if j.term != nil && fromSeq > j.term.Seq {
 		// Past the job's last event: nothing will ever come.
@@ -734,7 +736,32 @@ func (c *Conn) adoptJobLocked(id string) *job {
 	c.rememberJobLocked(id)
 	j := c.addJobLocked(id)
 	j.trimmedSeq = c.adoptFrom
+	j.adopted = true
+	if l := c.adoptL; l != nil && l.gen == c.gen.Load() && isDone(l.done) && l.err == nil {
+		c.refineLocked(j, l)
+	}
 	return j
+}
+
+// refineLocked moves the start of an adopted job's history down to the
+// job's last event_seq as the runtime's listing gives it (§6.6), when that
+// is at or below the takeover's resume point: the job had no event after
+// it up to the resume point, so a watcher from there on misses nothing,
+// although the replay began after it. A job quieter than the owner's ack
+// lag (an agent that reports once a minute, one that has not reported yet)
+// is so watched across a takeover from its caller's cursor. A listing
+// without the job's last_event_seq, or one above the resume point, leaves
+// the start at the resume point; so does a cap's trim.
+func (c *Conn) refineLocked(j *job, l *adoptList) {
+	if !j.adopted || j.refined {
+		return
+	}
+	j.refined = true
+	last, ok := l.last[j.id]
+	if ok && last <= c.adoptFrom && j.trimmedSeq == c.adoptFrom && j.base == 0 {
+		j.trimmedSeq = last
+		c.ctr.AdoptRefined.Add(1)
+	}
 }
 
 // AdoptJob makes a job of a taken-over session watchable before any of its
@@ -751,16 +778,31 @@ func (c *Conn) adoptJobLocked(id string) *job {
 // over.
 func (c *Conn) AdoptJob(ctx context.Context, jobID string) error {
 	c.mu.Lock()
-	if _, ok := c.jobs[jobID]; ok {
+	j, known := c.jobs[jobID]
+	if known && (!j.adopted || j.refined) {
 		c.mu.Unlock()
 		return nil
 	}
 	adopt := c.adopt
 	c.mu.Unlock()
 	if !adopt || jobID == "" || !c.feat.listJobs {
+		if known {
+			return nil
+		}
 		return ErrUnknownJob
 	}
 	l, err := c.adoptListing(ctx)
+	if known {
+		// Adopted from the resume's replay: its history's start is
+		// refined once from the listing (refineLocked); without a
+		// listing it stays at the resume point.
+		if err == nil {
+			c.mu.Lock()
+			c.refineLocked(j, l)
+			c.mu.Unlock()
+		}
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -799,6 +841,7 @@ type adoptList struct {
 	done   chan struct{} // closed when fetched
 	status map[string]string
 	agent  map[string]string // the agent the runtime names (§6.6), where it names one
+	last   map[string]uint64 // the job's last_event_seq, where the runtime gives it
 	err    error
 }
 
@@ -810,7 +853,8 @@ func (c *Conn) adoptListing(ctx context.Context) (*adoptList, error) {
 	l := c.adoptL
 	fetch := l == nil || l.gen != gen || l.err != nil && isDone(l.done)
 	if fetch {
-		l = &adoptList{gen: gen, done: make(chan struct{}), status: make(map[string]string), agent: make(map[string]string)}
+		l = &adoptList{gen: gen, done: make(chan struct{}), status: make(map[string]string), agent: make(map[string]string),
+			last: make(map[string]uint64)}
 		c.adoptL = l
 		c.ctr.AdoptListings.Add(1)
 	}
@@ -827,6 +871,9 @@ func (c *Conn) adoptListing(ctx context.Context) (*adoptList, error) {
 				l.status[j.JobID] = j.Status
 				if j.Agent != "" {
 					l.agent[j.JobID] = j.Agent
+				}
+				if j.LastEventSeq != nil {
+					l.last[j.JobID] = *j.LastEventSeq
 				}
 			}
 			if cursor = jobs.NextCursor; cursor == "" {

@@ -381,6 +381,12 @@ func (l *load) watchOnce(ctx context.Context, id, job string, cursor *uint64, jc
 		switch {
 		case item.GetEvent() != nil:
 			f := item.GetEvent().GetBody().GetStructValue().GetFields()
+			if _, agent := f["i"]; !agent && item.GetEvent().GetKind() == "status" && f["phase"] != nil {
+				// The runtime's own status of this job (§6.5: back_pressure
+				// while acks lag): the stream's, not another job's.
+				l.rec.runtimeStatus()
+				continue
+			}
 			iv, ok := f["i"]
 			msg := f["message"].GetStringValue()
 			i := int(iv.GetNumberValue())

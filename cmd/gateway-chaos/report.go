@@ -57,6 +57,7 @@ type window struct {
 	undelivered int // events never delivered by watches that did not reach the job's end
 	unfinished  int // watches that did not reach the job's end
 	resumes     int
+	statuses    int            // the runtime's own status events in watched jobs (back_pressure)
 	cuts        map[string]int // broken watches by code and reason
 
 	ownersAtFault []string // each slot's owner at the fault
@@ -187,6 +188,17 @@ func (r *recorder) resume() {
 	defer r.mu.Unlock()
 	if w := r.cur; w != nil {
 		w.resumes++
+	}
+}
+
+// runtimeStatus files a status event the runtime added to a watched job
+// (a "phase", such as back_pressure when acks lag): the job's own event,
+// not the agent's, and not another job's.
+func (r *recorder) runtimeStatus() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if w := r.cur; w != nil {
+		w.statuses++
 	}
 }
 
@@ -351,6 +363,7 @@ type ScenarioReport struct {
 	Undelivered     int                `json:"events_undelivered"` // by watches that gave up or whose session was lost
 	Unfinished      int                `json:"watches_unfinished"` // watches that gave up or whose session was lost
 	WatchResumes    int                `json:"watch_resumes"`
+	RuntimeStatuses int                `json:"runtime_status_events"`
 	WatchCuts       map[string]int     `json:"watch_cuts"`
 	Notes           []string           `json:"notes,omitempty"`
 	Checks          []Check            `json:"checks"`
@@ -383,7 +396,7 @@ func scenarioReport(w *window, fault string, ttl time.Duration, enforce bool) Sc
 		OutageMax: gaps[len(gaps)-1].Seconds(), OutageP50: gaps[len(gaps)/2].Seconds(),
 		Misdelivered: len(w.misdelivered), SessionsLost: len(w.lost),
 		Jobs: w.jobs, JobEnds: w.jobEnds, EventsLost: w.eventsLost, EventsDoubled: w.doubled, OutOfOrder: w.outOfOrder,
-		Undelivered: w.undelivered, Unfinished: w.unfinished, WatchResumes: w.resumes, WatchCuts: w.cuts, Notes: w.notes,
+		Undelivered: w.undelivered, Unfinished: w.unfinished, WatchResumes: w.resumes, RuntimeStatuses: w.statuses, WatchCuts: w.cuts, Notes: w.notes,
 	}
 	if len(vg) > 0 {
 		sr.VictimOutageP50 = vg[len(vg)/2].Seconds()
@@ -475,6 +488,7 @@ func writeText(out io.Writer, rep *Report) {
 		fmt.Fprintf(tw, "events lost, doubled, out of order\t%d, %d, %d\n", sr.EventsLost, sr.EventsDoubled, sr.OutOfOrder)
 		fmt.Fprintf(tw, "watches not finished, their events undelivered\t%d, %d\n", sr.Unfinished, sr.Undelivered)
 		fmt.Fprintf(tw, "watch resumes\t%d\n", sr.WatchResumes)
+		fmt.Fprintf(tw, "runtime status events in watched jobs\t%d\n", sr.RuntimeStatuses)
 		fmt.Fprintf(tw, "watch cuts\t%s\n", countsText(sr.WatchCuts))
 		cuts := make([]string, 0, len(sr.WatchCuts))
 		for k := range sr.WatchCuts {

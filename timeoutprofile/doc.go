@@ -269,6 +269,29 @@
 //
 // # Callers' own deadlines, measured
 //
+// With two CPU hogs beside it (two `sh -c 'while :; do :; done'`) on an
+// otherwise quiet machine — the load this project's tests must stand —
+// three runs of go run ./cmd/deadline-probe -deadlines
+// 20ms,50ms,100ms,150ms,1s -retry on -n 200 -c 20 (200 calls per row, load
+// average 0.4–0.8 before the hogs; the third with other builds running,
+// 3.4–3.8), calls that received the TimeoutExceeded details:
+//
+//	deadline   Go                  Python              Node
+//	20 ms      153 / 197 / 185     167 / 176 /  93     191 / 199 / 158
+//	50 ms      200 / 200 / 200     200 / 200 / 193     200 / 200 / 200
+//	100 ms     200 / 200 / 200     200 / 200 / 192     200 / 200 / 200
+//	150 ms     200 / 200 / 200     200 / 200 / 200     200 / 200 / 200
+//	1000 ms    200 / 200 / 200     200 / 200 / 199     200 / 200 / 200
+//
+// From 150 ms on every row kept the details for 99.5 % of calls or more
+// (the target is 99 %); at 50 and 100 ms at least 96 %; at 20 ms 46–99 %,
+// the calls whose margin (2 ms) is shorter than a scheduling delay. With
+// -agent echo (1 ms of work) RunJob answered 10 of 10 at 20, 50 and 100 ms
+// in all three languages. The measurements below were made while five
+// other engineers' builds ran (load average 7–18): there a whole block of
+// calls is lost now and then to a stall of the machine, and the target is
+// not met in every run (see "The lost blocks").
+//
 // cmd/deadline-probe (go run ./cmd/deadline-probe -deadlines
 // 20ms,50ms,100ms,150ms,1s -retry on -n 100) makes 100 RunJob calls per
 // deadline and language, each to a job that outlives the deadline, 20 in

@@ -285,7 +285,7 @@
 //
 // From 150 ms on every row kept the details for 99.5 % of calls or more
 // (the target is 99 %); at 50 and 100 ms at least 96 %; at 20 ms 46–99 %,
-// the calls whose margin (2 ms) is shorter than a scheduling delay. With
+// where the margin (7 ms) is shorter than a scheduling delay. With
 // -agent echo (1 ms of work) RunJob answered 10 of 10 at 20, 50 and 100 ms
 // in all three languages. The measurements below were made while five
 // other engineers' builds ran (load average 7–18): there a whole block of

@@ -411,6 +411,12 @@ type Job struct {
 	Grant
 	// Extensions are the vendor extensions of the job.accepted envelope.
 	Extensions map[string]any
+	// AfterEventSeq: every event of the job has an event_seq above it (0
+	// when the gateway cannot say). Watch from it, FromEventSeq(
+	// job.AfterEventSeq), rather than from 0: the same events, and a watch
+	// cut before its first event (a rolling restart) continues on the
+	// replica that took the session over.
+	AfterEventSeq uint64
 }
 
 // Grant is what the runtime says of a job it accepted.
@@ -430,7 +436,7 @@ type Grant struct {
 }
 
 // Submit submits a job and returns it once the runtime accepted it; watch it
-// with Watch(ctx, job.ID).
+// with Watch(ctx, job.ID, FromEventSeq(job.AfterEventSeq)).
 func (s *Session) Submit(ctx context.Context, agent string, input any, opts ...JobOption) (*Job, error) {
 	in, o, err := jobInput(input, opts)
 	if err != nil {
@@ -448,9 +454,10 @@ func (s *Session) Submit(ctx context.Context, agent string, input any, opts ...J
 		return nil, wrapError(err)
 	}
 	job := &Job{
-		ID:         resp.GetJobId(),
-		Grant:      grant(resp.GetAgent(), resp.GetTraceId(), resp.GetLease(), resp.GetLeaseConstraints(), resp.GetBudget()),
-		Extensions: extensionsMap(resp.GetExtensions()),
+		ID:            resp.GetJobId(),
+		Grant:         grant(resp.GetAgent(), resp.GetTraceId(), resp.GetLease(), resp.GetLeaseConstraints(), resp.GetBudget()),
+		Extensions:    extensionsMap(resp.GetExtensions()),
+		AfterEventSeq: resp.GetAfterEventSeq(),
 	}
 	if at := resp.GetAcceptedAt(); at != nil {
 		job.AcceptedAt = at.AsTime()

@@ -174,6 +174,9 @@ func TestInputRefused(t *testing.T) {
 func TestWatchStream(t *testing.T) {
 	s := openSession(t, newClient(t))
 	ctx := testContext(t, 30*time.Second)
+	if _, err := s.Run(ctx, "echo", "before"); err != nil { // events before the job
+		t.Fatal(err)
+	}
 	job, err := s.Submit(ctx, "stream", map[string]any{"count": 5, "interval_ms": 20})
 	if err != nil {
 		t.Fatal(err)
@@ -203,6 +206,13 @@ func TestWatchStream(t *testing.T) {
 	replay := collect(t, s.Watch(ctx, job.ID, client.FromEventSeq(items[2].EventSeq)))
 	if len(replay) != 3 || replay[0].EventSeq != items[3].EventSeq {
 		t.Errorf("replay from %d: %v", items[2].EventSeq, replay)
+	}
+	// From the job's AfterEventSeq: the same items as from 0.
+	if job.AfterEventSeq == 0 || job.AfterEventSeq >= items[0].EventSeq {
+		t.Errorf("AfterEventSeq %d, want above 0 (the session's earlier jobs) and below the first event %d", job.AfterEventSeq, items[0].EventSeq)
+	}
+	if fromAccept := collect(t, s.Watch(ctx, job.ID, client.FromEventSeq(job.AfterEventSeq))); len(fromAccept) != 6 || fromAccept[0].EventSeq != items[0].EventSeq {
+		t.Errorf("watch from AfterEventSeq %d: %v, want the 6 items from 0", job.AfterEventSeq, fromAccept)
 	}
 	// Breaking out of the loop ends the stream (goleak checks in TestMain).
 	for it, err := range s.Watch(ctx, job.ID) {

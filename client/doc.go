@@ -9,7 +9,7 @@
 //	defer s.Close(ctx)
 //	res, err := s.Run(ctx, "echo", map[string]any{"hello": "world"})
 //	job, err := s.Submit(ctx, "stream", map[string]any{"count": 3})
-//	for item, err := range s.Watch(ctx, job.ID) { … }
+//	for item, err := range s.Watch(ctx, job.ID, client.FromEventSeq(job.AfterEventSeq)) { … }
 //
 // Install it from a clone with a replace or a workspace (client/README.md).
 //

@@ -299,7 +299,7 @@ func (l *load) watch(ctx context.Context, w int) {
 			pause(ctx, 100*time.Millisecond)
 			continue
 		}
-		l.watchJob(ctx, slot, id, sub.GetJobId(), count, r)
+		l.watchJob(ctx, slot, id, sub.GetJobId(), sub.GetAfterEventSeq(), count, r)
 	}
 }
 
@@ -313,9 +313,12 @@ type jobCheck struct {
 	result     bool
 }
 
-func (l *load) watchJob(ctx context.Context, slot int, id, job string, count, r int) {
+// The watch starts from the SubmitJob's after_event_seq, as the project's
+// clients do: the same events as from 0, and a watch cut before its first
+// event continues on a replica that took the session over.
+func (l *load) watchJob(ctx context.Context, slot int, id, job string, after uint64, count, r int) {
 	jc := &jobCheck{count: count, seen: make([]int, count), high: -1}
-	var cursor uint64
+	cursor := after
 	lastProgress := time.Now()
 	backoff := 50 * time.Millisecond
 	first := true

@@ -389,7 +389,9 @@ func (s *service) SubmitJob(ctx context.Context, req *sessiongatev1.SubmitJobReq
 	release()
 	s.agents.put(acc.JobID, acceptedAgent(acc, req))
 	s.holdUntilEnd(sess, acc.JobID)
-	return submitResponse(acc), nil
+	resp := submitResponse(acc)
+	resp.AfterEventSeq = sess.Conn.JobStartAfter(acc.JobID)
+	return resp, nil
 }
 
 func (s *service) RunJob(ctx context.Context, req *sessiongatev1.RunJobRequest) (*sessiongatev1.RunJobResponse, error) {

@@ -206,16 +206,25 @@ func (c *Conn) deliverLocked(id correlate.ID, jobID string) {
 	}
 	delete(c.subs, id)
 	acc := arcp.Accepted{JobID: jobID}
-	if c.curAccept != nil && c.curAccept.JobID == jobID {
+	accepting := c.curAccept != nil && c.curAccept.JobID == jobID
+	if accepting {
 		acc = *c.curAccept
 	}
 	if j := c.jobs[jobID]; j == nil {
 		// A job id tombstoned as an orphan and now claimed by its own
 		// caller (an idempotent retry) is revived for that caller.
-		c.tombs.Take(jobID, time.Now())
-		c.addJobLocked(jobID)
+		revived := c.tombs.Take(jobID, time.Now())
+		j = c.addJobLocked(jobID)
+		if accepting && !revived {
+			j.startAfter, j.startKnown = c.lastSeq.Load(), true
+		}
 	} else if j.held {
 		j.held = false // its held events are the caller's now
+		if accepting && j.base == 0 && len(j.items) > 0 {
+			// Events before the accept (a runtime that sends them
+			// first): the job starts before its first one.
+			j.startAfter, j.startKnown = min(c.lastSeq.Load(), j.items[0].Seq-1), true
+		}
 	}
 	if r.awaited {
 		c.jobs[jobID].awaited = true

@@ -98,10 +98,12 @@ type job struct {
 	handedAt   time.Time         // when a caller of this connection first got it (DeliveredAt)
 	chunks     chunkAssembler
 	doneCh     chan struct{} // JobDone, created on demand
-	adopted    bool          // registered by a takeover (adoptJobLocked): history from c.adoptFrom on
-	refined    bool          // adopted: its history's start was checked against the job listing (refineLocked)
-	evicted    bool          // the terminal was trimmed under the caps: Wait says ErrResultEvicted
-	awaited    bool          // a caller will Wait for the terminal: the caps keep it (see enforceCapsLocked)
+	startAfter uint64        // startKnown: every item of the job has a seq above it (JobStartAfter)
+	startKnown bool
+	adopted    bool // registered by a takeover (adoptJobLocked): history from c.adoptFrom on
+	refined    bool // adopted: its history's start was checked against the job listing (refineLocked)
+	evicted    bool // the terminal was trimmed under the caps: Wait says ErrResultEvicted
+	awaited    bool // a caller will Wait for the terminal: the caps keep it (see enforceCapsLocked)
 }
 
 // waitChLocked returns a channel closed at j's next change.
@@ -727,6 +729,23 @@ func (w *Watcher) Close() {
 		j.watchers = slices.Delete(j.watchers, i, i+1)
 	}
 	j.notifyLocked()
+}
+
+// JobStartAfter returns an event_seq every item of the job is above: the
+// session's latest delivered seq when the runtime's job.accepted for this
+// connection's submit was handled (events are delivered in seq order, and
+// the runtime emits none of the job's before accepting it; events a runtime
+// sent before its accept lower it to below the first). A watch from it
+// gets the same items as one from 0. 0 when it is not known: a job found
+// by a listing, subscribed, adopted, revived from a tombstone, or
+// forgotten.
+func (c *Conn) JobStartAfter(jobID string) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if j := c.jobs[jobID]; j != nil && j.startKnown {
+		return j.startAfter
+	}
+	return 0
 }
 
 // adoptJobLocked records a job of a taken-over session that this

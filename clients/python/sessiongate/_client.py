@@ -217,6 +217,19 @@ class Job:
     lease_expires_at: Optional[datetime] = None
     budget: Dict[str, float] = field(default_factory=dict)
     extensions: Dict[str, Any] = field(default_factory=dict)
+    #: Every event of the job has an event_seq above this one (0 when the
+    #: gateway cannot say). :meth:`Session.watch` of this Job starts from it:
+    #: the same events as from 0, and a watch cut before its first event (a
+    #: rolling restart) continues on the replica that took the session over.
+    after_event_seq: int = 0
+
+
+def _watch_from(job: Union[str, "Job"], from_event_seq: Optional[int]) -> int:
+    """Where a watch starts: the caller's cursor, else a Job's
+    after_event_seq, else 0."""
+    if from_event_seq is not None:
+        return from_event_seq
+    return job.after_event_seq if isinstance(job, Job) else 0
 
 
 @dataclass(frozen=True)
@@ -405,6 +418,7 @@ def _job(r: Any) -> Job:
         lease_expires_at=_expires_out(r),
         budget=dict(r.budget),
         extensions=_ext_out(r.extensions),
+        after_event_seq=r.after_event_seq,
     )
 
 
@@ -813,13 +827,15 @@ class Session:
         self,
         job: Union[str, Job],
         *,
-        from_event_seq: int = 0,
+        from_event_seq: Optional[int] = None,
         timeout: Optional[float] = None,
         server_timeout: Optional[float] = None,
         resume: Union[bool, ResumePolicy] = True,
     ) -> "Watch":
         """Stream a job's events; the last item is a :class:`JobResult` or a
-        :class:`JobError`. Iterate the returned :class:`Watch`.
+        :class:`JobError`. Iterate the returned :class:`Watch`. It starts
+        after ``from_event_seq``; by default after a :class:`Job`'s
+        ``after_event_seq`` (the same events as from 0), else from the start.
 
         A watch resumes itself: when the stream is cut by a hand-off, an
         unreachable owner, a draining gateway or a dropped connection
@@ -836,7 +852,7 @@ class Session:
             return gw._invoke(lambda: gw._stub.WatchJob(req, timeout=remaining, metadata=md))
 
         policy = ResumePolicy() if resume is True else (resume or None)
-        return Watch(gw, open_call, from_event_seq, timeout, policy)
+        return Watch(gw, open_call, _watch_from(job, from_event_seq), timeout, policy)
 
     def cancel(self, job: Union[str, Job], reason: str = "", *, timeout: Optional[float] = None) -> None:
         """Ask the runtime to cancel a job; the job ends with a CANCELLED error."""

@@ -56,6 +56,7 @@ from ._client import (
     _job,
     _job_extras,
     _job_id,
+    _watch_from,
     _job_info,
     _run_result,
     _session_info,
@@ -313,13 +314,13 @@ class Session:
         self,
         job: Union[str, Job],
         *,
-        from_event_seq: int = 0,
+        from_event_seq: Optional[int] = None,
         timeout: Optional[float] = None,
         server_timeout: Optional[float] = None,
         resume: Union[bool, ResumePolicy] = True,
     ) -> "Watch":
-        """Stream a job's items with ``async for``; resumed across cuts as
-        :meth:`sessiongate.Session.watch` describes."""
+        """Stream a job's items with ``async for``; where it starts and how it
+        resumes across cuts are as :meth:`sessiongate.Session.watch` says."""
         job_id = _job_id(job)
         gw = self._gw
 
@@ -329,7 +330,7 @@ class Session:
             return gw._start(lambda: gw._stub.WatchJob(req, timeout=remaining, metadata=md))
 
         policy = ResumePolicy() if resume is True else (resume or None)
-        return Watch(gw, open_call, from_event_seq, timeout, policy)
+        return Watch(gw, open_call, _watch_from(job, from_event_seq), timeout, policy)
 
     async def cancel(self, job: Union[str, Job], reason: str = "", *, timeout: Optional[float] = None) -> None:
         """Ask the runtime to cancel a job; it ends with a CANCELLED error."""

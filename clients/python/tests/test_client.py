@@ -106,12 +106,18 @@ class ClientTest(unittest.TestCase):
 
     def test_watch_stream(self) -> None:
         s = self.open()
+        s.run("echo", "before", timeout=10)  # events before the job
         job = s.submit("stream", {"count": 5, "interval_ms": 20}, timeout=10)
         self.assertTrue(job.job_id)
         self.assertIsNotNone(job.accepted_at)
         with s.watch(job, timeout=30) as w:
             items = list(w)
         events, last = items[:-1], items[-1]
+        # watch(job) starts after job.after_event_seq: above the earlier
+        # job's events, below this one's first; from 0 the same items.
+        self.assertGreater(job.after_event_seq, 0)
+        self.assertLess(job.after_event_seq, items[0].event_seq)
+        self.assertEqual([i.event_seq for i in s.watch(job.job_id, timeout=30)], [i.event_seq for i in items])
         self.assertEqual(len(events), 5, items)
         self.assertTrue(all(isinstance(e, sg.JobEvent) and e.kind == "log" for e in events), events)
         self.assertEqual([e.body["i"] for e in events], [0, 1, 2, 3, 4])

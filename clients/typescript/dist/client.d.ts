@@ -86,7 +86,10 @@ export interface SubscribeOptions extends CallOptions {
 }
 /** Options of watch. */
 export interface WatchOptions extends CallOptions {
-    /** Deliver only items with eventSeq greater than this (0 = from the start). */
+    /**
+     * Deliver only items with eventSeq greater than this (0 = from the start).
+     * Default: a Job's afterEventSeq (the same events as from 0), else 0.
+     */
     fromEventSeq?: bigint | number;
     /**
      * Re-open the watch from the last eventSeq delivered when the stream is
@@ -191,6 +194,13 @@ export interface Job extends Grant {
     acceptedAt?: Date;
     /** Vendor extensions of the job.accepted envelope. */
     extensions: Record<string, JsonValue>;
+    /**
+     * Every event of the job has an eventSeq above this one (0 when the
+     * gateway cannot say). watch(job) starts from it: the same events as from
+     * 0, and a watch cut before its first event (a rolling restart) continues
+     * on the replica that took the session over.
+     */
+    afterEventSeq: number;
 }
 /** Where a job stands. */
 export type JobState = "unspecified" | "pending" | "running" | "succeeded" | "failed" | "cancelled" | "timed_out";

@@ -327,7 +327,13 @@ export class Session {
             maxRuntimeSec: o.maxRuntimeSec,
             ...jobExtras(o),
         }, o, this.id);
-        return { jobId: r.jobId, acceptedAt: date(r.acceptedAt), ...grant(r), extensions: extOut(r.extensions) };
+        return {
+            jobId: r.jobId,
+            acceptedAt: date(r.acceptedAt),
+            ...grant(r),
+            extensions: extOut(r.extensions),
+            afterEventSeq: u64(r.afterEventSeq),
+        };
     }
     /**
      * Lists the jobs the runtime reports for this session, in acceptance
@@ -365,7 +371,8 @@ export class Session {
         checkMs("timeoutMs", o.timeoutMs);
         const deadline = o.timeoutMs !== undefined ? Date.now() + o.timeoutMs : undefined;
         const policy = o.resume === false ? undefined : o.resume === true || o.resume === undefined ? {} : o.resume;
-        const r = new Resumer(Number(o.fromEventSeq ?? 0), policy, deadline);
+        const from = o.fromEventSeq ?? (typeof job === "string" ? 0 : job.afterEventSeq);
+        const r = new Resumer(Number(from), policy, deadline);
         for (let first = true;; first = false) {
             const req = { sessionId: this.id, jobId, fromEventSeq: BigInt(r.cursor) };
             const co = first ? o : { ...o, timeoutMs: r.remaining(Date.now()) };

@@ -137,7 +137,10 @@ export interface SubscribeOptions extends CallOptions {
 
 /** Options of watch. */
 export interface WatchOptions extends CallOptions {
-  /** Deliver only items with eventSeq greater than this (0 = from the start). */
+  /**
+   * Deliver only items with eventSeq greater than this (0 = from the start).
+   * Default: a Job's afterEventSeq (the same events as from 0), else 0.
+   */
   fromEventSeq?: bigint | number;
   /**
    * Re-open the watch from the last eventSeq delivered when the stream is
@@ -264,6 +267,13 @@ export interface Job extends Grant {
   acceptedAt?: Date;
   /** Vendor extensions of the job.accepted envelope. */
   extensions: Record<string, JsonValue>;
+  /**
+   * Every event of the job has an eventSeq above this one (0 when the
+   * gateway cannot say). watch(job) starts from it: the same events as from
+   * 0, and a watch cut before its first event (a rolling restart) continues
+   * on the replica that took the session over.
+   */
+  afterEventSeq: number;
 }
 
 /** Where a job stands. */
@@ -673,7 +683,13 @@ export class Session implements AsyncDisposable {
       o,
       this.id,
     );
-    return { jobId: r.jobId, acceptedAt: date(r.acceptedAt), ...grant(r), extensions: extOut(r.extensions) };
+    return {
+      jobId: r.jobId,
+      acceptedAt: date(r.acceptedAt),
+      ...grant(r),
+      extensions: extOut(r.extensions),
+      afterEventSeq: u64(r.afterEventSeq),
+    };
   }
 
   /**
@@ -723,7 +739,8 @@ export class Session implements AsyncDisposable {
     checkMs("timeoutMs", o.timeoutMs);
     const deadline = o.timeoutMs !== undefined ? Date.now() + o.timeoutMs : undefined;
     const policy = o.resume === false ? undefined : o.resume === true || o.resume === undefined ? {} : o.resume;
-    const r = new Resumer(Number(o.fromEventSeq ?? 0), policy, deadline);
+    const from = o.fromEventSeq ?? (typeof job === "string" ? 0 : job.afterEventSeq);
+    const r = new Resumer(Number(from), policy, deadline);
     for (let first = true; ; first = false) {
       const req = { sessionId: this.id, jobId, fromEventSeq: BigInt(r.cursor) };
       const co = first ? o : { ...o, timeoutMs: r.remaining(Date.now()) };

@@ -96,9 +96,17 @@ describe("sessiongate client", { timeout: 60_000 }, () => {
 
   it("watches a stream job as an async iterator", async () => {
     const s = await open();
+    await s.run("echo", "before", { timeoutMs: 10_000 }); // events before the job
     const job = await s.submit("stream", { count: 5, interval_ms: 20 }, { timeoutMs: 10_000 });
     assert.ok(job.acceptedAt instanceof Date);
     const items = await collect(s.watch(job, { timeoutMs: 30_000 }));
+    // watch(job) starts after job.afterEventSeq: above the earlier job's
+    // events, below this one's first; from 0 the same items.
+    assert.ok(job.afterEventSeq > 0 && job.afterEventSeq < items[0].eventSeq, `afterEventSeq ${job.afterEventSeq}`);
+    assert.deepEqual(
+      (await collect(s.watch(job.jobId, { timeoutMs: 30_000 }))).map((i) => i.eventSeq),
+      items.map((i) => i.eventSeq),
+    );
     const events = items.slice(0, -1);
     const last = items.at(-1);
     assert.equal(events.length, 5);

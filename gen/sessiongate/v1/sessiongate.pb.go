@@ -1538,7 +1538,14 @@ type SubmitJobResponse struct {
 	// Initial budget counters per currency, when the lease has cost.budget.
 	Budget map[string]float64 `protobuf:"bytes,7,rep,name=budget,proto3" json:"budget,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
 	// Vendor extensions of the job.accepted envelope ("x-vendor.*").
-	Extensions    map[string]*structpb.Value `protobuf:"bytes,8,rep,name=extensions,proto3" json:"extensions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Extensions map[string]*structpb.Value `protobuf:"bytes,8,rep,name=extensions,proto3" json:"extensions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Every event of the job has an event_seq above this one (the session's
+	// latest event when the runtime accepted the job). Watch the job from it
+	// instead of from 0: the same events, and a watch cut before its first
+	// event (a rolling restart) continues on the replica that took the
+	// session over, which holds the session's events only from its resume
+	// point on. 0 when the gateway cannot vouch for it.
+	AfterEventSeq uint64 `protobuf:"varint,9,opt,name=after_event_seq,json=afterEventSeq,proto3" json:"after_event_seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1627,6 +1634,13 @@ func (x *SubmitJobResponse) GetExtensions() map[string]*structpb.Value {
 		return x.Extensions
 	}
 	return nil
+}
+
+func (x *SubmitJobResponse) GetAfterEventSeq() uint64 {
+	if x != nil {
+		return x.AfterEventSeq
+	}
+	return 0
 }
 
 // RunJobRequest submits a job and waits for its result.
@@ -2861,7 +2875,7 @@ const file_sessiongate_v1_sessiongate_proto_rawDesc = "" +
 	"extensions\x1aU\n" +
 	"\x0fExtensionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12,\n" +
-	"\x05value\x18\x02 \x01(\v2\x16.google.protobuf.ValueR\x05value:\x028\x01\"\xc0\x04\n" +
+	"\x05value\x18\x02 \x01(\v2\x16.google.protobuf.ValueR\x05value:\x028\x01\"\xe8\x04\n" +
 	"\x11SubmitJobResponse\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12;\n" +
 	"\vaccepted_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
@@ -2873,7 +2887,8 @@ const file_sessiongate_v1_sessiongate_proto_rawDesc = "" +
 	"\x06budget\x18\a \x03(\v2-.sessiongate.v1.SubmitJobResponse.BudgetEntryR\x06budget\x12Q\n" +
 	"\n" +
 	"extensions\x18\b \x03(\v21.sessiongate.v1.SubmitJobResponse.ExtensionsEntryR\n" +
-	"extensions\x1a9\n" +
+	"extensions\x12&\n" +
+	"\x0fafter_event_seq\x18\t \x01(\x04R\rafterEventSeq\x1a9\n" +
 	"\vBudgetEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\x1aU\n" +

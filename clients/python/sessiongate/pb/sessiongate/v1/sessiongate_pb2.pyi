@@ -397,7 +397,7 @@ class SubmitJobRequest(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., agent: _Optional[str] = ..., input: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., max_runtime_sec: _Optional[int] = ..., agent_version: _Optional[str] = ..., lease_request: _Optional[_Union[Lease, _Mapping]] = ..., lease_constraints: _Optional[_Union[LeaseConstraints, _Mapping]] = ..., extensions: _Optional[_Mapping[str, _struct_pb2.Value]] = ...) -> None: ...
 
 class SubmitJobResponse(_message.Message):
-    __slots__ = ["accepted_at", "agent", "budget", "extensions", "job_id", "lease", "lease_constraints", "trace_id"]
+    __slots__ = ["accepted_at", "after_event_seq", "agent", "budget", "extensions", "job_id", "lease", "lease_constraints", "trace_id"]
     class BudgetEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -413,6 +413,7 @@ class SubmitJobResponse(_message.Message):
         value: _struct_pb2.Value
         def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ...) -> None: ...
     ACCEPTED_AT_FIELD_NUMBER: _ClassVar[int]
+    AFTER_EVENT_SEQ_FIELD_NUMBER: _ClassVar[int]
     AGENT_FIELD_NUMBER: _ClassVar[int]
     BUDGET_FIELD_NUMBER: _ClassVar[int]
     EXTENSIONS_FIELD_NUMBER: _ClassVar[int]
@@ -421,6 +422,7 @@ class SubmitJobResponse(_message.Message):
     LEASE_FIELD_NUMBER: _ClassVar[int]
     TRACE_ID_FIELD_NUMBER: _ClassVar[int]
     accepted_at: _timestamp_pb2.Timestamp
+    after_event_seq: int
     agent: str
     budget: _containers.ScalarMap[str, float]
     extensions: _containers.MessageMap[str, _struct_pb2.Value]
@@ -428,7 +430,7 @@ class SubmitJobResponse(_message.Message):
     lease: Lease
     lease_constraints: LeaseConstraints
     trace_id: str
-    def __init__(self, job_id: _Optional[str] = ..., accepted_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., agent: _Optional[str] = ..., trace_id: _Optional[str] = ..., lease: _Optional[_Union[Lease, _Mapping]] = ..., lease_constraints: _Optional[_Union[LeaseConstraints, _Mapping]] = ..., budget: _Optional[_Mapping[str, float]] = ..., extensions: _Optional[_Mapping[str, _struct_pb2.Value]] = ...) -> None: ...
+    def __init__(self, job_id: _Optional[str] = ..., accepted_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., agent: _Optional[str] = ..., trace_id: _Optional[str] = ..., lease: _Optional[_Union[Lease, _Mapping]] = ..., lease_constraints: _Optional[_Union[LeaseConstraints, _Mapping]] = ..., budget: _Optional[_Mapping[str, float]] = ..., extensions: _Optional[_Mapping[str, _struct_pb2.Value]] = ..., after_event_seq: _Optional[int] = ...) -> None: ...
 
 class SubscribeJobRequest(_message.Message):
     __slots__ = ["from_event_seq", "history", "job_id", "session_id"]

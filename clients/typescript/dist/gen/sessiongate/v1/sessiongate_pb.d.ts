@@ -689,6 +689,17 @@ export type SubmitJobResponse = Message<"sessiongate.v1.SubmitJobResponse"> & {
     extensions: {
         [key: string]: Value;
     };
+    /**
+     * Every event of the job has an event_seq above this one (the session's
+     * latest event when the runtime accepted the job). Watch the job from it
+     * instead of from 0: the same events, and a watch cut before its first
+     * event (a rolling restart) continues on the replica that took the
+     * session over, which holds the session's events only from its resume
+     * point on. 0 when the gateway cannot vouch for it.
+     *
+     * @generated from field: uint64 after_event_seq = 9;
+     */
+    afterEventSeq: bigint;
 };
 /**
  * Describes the message sessiongate.v1.SubmitJobResponse.

@@ -14,9 +14,9 @@ import sessiongate as sg
 from sessiongate._resume import ResumePolicy, Resumer, retryable
 
 
-def _err(code: grpc.StatusCode, reason: str = "") -> sg.GatewayError:
+def _err(code: grpc.StatusCode, reason: str = "", message: str = "x") -> sg.GatewayError:
     cls = sg.ERROR_CLASSES[code]
-    return cls(code, "x", reason=reason or None, domain="sessiongate" if reason else None)
+    return cls(code, message, reason=reason or None, domain="sessiongate" if reason else None)
 
 
 class RetryableTest(unittest.TestCase):
@@ -35,7 +35,18 @@ class RetryableTest(unittest.TestCase):
             (_err(grpc.StatusCode.NOT_FOUND, "JOB_NOT_FOUND"), False),
             (_err(grpc.StatusCode.CANCELLED), False),
             (_err(grpc.StatusCode.DEADLINE_EXCEEDED), False),
+            (_err(U, "REPLICA_SILENT"), True),
             (_err(grpc.StatusCode.INTERNAL), False),
+            # A stream reset by the transport (nginx after its upstream died),
+            # in grpcio's, grpc-js's and grpc-go's words: no ErrorInfo.
+            (_err(grpc.StatusCode.INTERNAL, message="Received RST_STREAM with error code 2"), True),
+            (_err(grpc.StatusCode.INTERNAL, message="Received RST_STREAM with code 2 (Internal server error)"), True),
+            (_err(grpc.StatusCode.INTERNAL, message="stream terminated by RST_STREAM with error code: INTERNAL_ERROR"), True),
+            # Other reset codes, and the gateway's own INTERNAL (ErrorInfo), are not.
+            (_err(grpc.StatusCode.INTERNAL, message="Received RST_STREAM with error code 8"), False),
+            (_err(grpc.StatusCode.INTERNAL, message="Received RST_STREAM with code 20"), False),
+            (_err(grpc.StatusCode.INTERNAL, "INTERNAL", "Received RST_STREAM with error code 2"), False),
+            (_err(grpc.StatusCode.UNKNOWN, message="Received RST_STREAM with error code 2"), False),
         ]
         for err, want in cases:
             with self.subTest(code=err.code.name, reason=err.reason):

@@ -20,7 +20,7 @@
  * @module
  */
 export { Gateway, Session, SESSION_METADATA_KEY, TIMEOUT_METADATA_KEY, TRACEPARENT_METADATA_KEY, isTraceparent, } from "./client.js";
-export { RESUMABLE_REASONS, resumable } from "./resume.js";
+export { RESUMABLE_REASONS, resumable, streamReset } from "./resume.js";
 export { AbortedError, AlreadyExistsError, CancelledError, ClientClosedError, DataLossError, DeadlineExceededError, FailedPreconditionError, GatewayError, InternalError, InvalidArgumentError, NotFoundError, OutOfRangeError, PermissionDeniedError, ResourceExhaustedError, TimeoutExceededError, UnauthenticatedError, UnavailableError, UnimplementedError, UnknownError, } from "./errors.js";
 export { retryServiceConfig } from "./gen/retry_service_config.js";
 export { fromRawOrValue, fromValue, toValue } from "./values.js";

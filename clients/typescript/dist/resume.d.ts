@@ -1,5 +1,11 @@
 /** The ErrorInfo reasons of an UNAVAILABLE that a watch resumes after. */
 export declare const RESUMABLE_REASONS: ReadonlySet<string>;
+/**
+ * Whether err is a stream reset by the transport (a balancer whose upstream
+ * died mid-response): INTERNAL, no ErrorInfo (the gateway's own INTERNAL
+ * errors always carry one), and the RST_STREAM INTERNAL_ERROR text.
+ */
+export declare function streamReset(err: unknown): boolean;
 /** Whether a watch cut by err may be re-opened from its cursor. */
 export declare function resumable(err: unknown): boolean;
 /** How a watch resumes itself (WatchOptions.resume; false turns it off). */

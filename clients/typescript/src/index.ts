@@ -49,7 +49,7 @@ export {
   type WatchItem,
   type WatchOptions,
 } from "./client.js";
-export { RESUMABLE_REASONS, resumable, type ResumePolicy } from "./resume.js";
+export { RESUMABLE_REASONS, resumable, streamReset, type ResumePolicy } from "./resume.js";
 export {
   AbortedError,
   AlreadyExistsError,

@@ -17,6 +17,7 @@ from ._depth import check_input_depth
 from ._idempotency import call_key
 from ._limits import with_receive_limit
 from ._resume import ResumePolicy, Resumer
+from ._silence import HEALTH_CHECK_METHOD, SilenceBound, StreamSilence, is_silence, replica_silent_error
 from ._values import from_raw_or_value, to_value
 from .errors import CancelledError, ClientClosedError, GatewayError, from_rpc_error
 from .pb.sessiongate.v1 import sessiongate_pb2 as pb
@@ -498,6 +499,12 @@ class Gateway:
     "Retries"). The channel accepts messages up to 32 MiB, above the largest
     result the gateway returns. Use the gateway as a context manager, or call
     :meth:`close`. A Gateway may be shared by threads.
+
+    ``silence_bound`` bounds a watch on a silent (frozen) replica: a stream
+    quiet for ``after`` (0.5 s) health-checks its replica, and one that gets
+    no answer within ``timeout`` (1 s) ends UNAVAILABLE ``REPLICA_SILENT`` and
+    the watch resumes from its cursor (see ``sessiongate._silence``); None
+    turns it off.
     """
 
     def __init__(
@@ -509,6 +516,7 @@ class Gateway:
         retry: bool = True,
         options: Sequence[Tuple[str, Any]] = (),
         channel: Optional[grpc.Channel] = None,
+        silence_bound: Optional[SilenceBound] = SilenceBound(),
     ) -> None:
         if (target is None) == (channel is None):
             raise ValueError("give exactly one of target and channel")
@@ -521,6 +529,8 @@ class Gateway:
                 channel = grpc.secure_channel(target, credentials, options=opts)
         self._channel = channel
         self._stub = pb_grpc.SessionGatewayStub(channel)
+        self._health = channel.unary_unary(HEALTH_CHECK_METHOD)  # bytes in, bytes out
+        self._silence = silence_bound
         self._auth: Metadata = (("authorization", f"Bearer {token}"),) if token else ()
         self._closed = False
 
@@ -566,6 +576,19 @@ class Gateway:
         if self._closed and err.code() == grpc.StatusCode.CANCELLED:
             return ClientClosedError("the Gateway was closed during the call")
         return from_rpc_error(err)
+
+    def _health_silent(self, session_id: str) -> bool:
+        """Health-check the replica of session_id (the session header routes
+        the check where a balancer routes the session): True when no answer
+        came within the silence bound's timeout."""
+        assert self._silence is not None
+        try:
+            self._health(b"", timeout=self._silence.timeout, metadata=self._metadata(None, session_id))
+        except grpc.RpcError as err:
+            return is_silence(err)
+        except ValueError:  # the channel was closed
+            return False
+        return False
 
     # -- API ------------------------------------------------------------
 
@@ -836,7 +859,7 @@ class Session:
             return gw._invoke(lambda: gw._stub.WatchJob(req, timeout=remaining, metadata=md))
 
         policy = ResumePolicy() if resume is True else (resume or None)
-        return Watch(gw, open_call, from_event_seq, timeout, policy)
+        return Watch(gw, open_call, from_event_seq, timeout, policy, self.id)
 
     def cancel(self, job: Union[str, Job], reason: str = "", *, timeout: Optional[float] = None) -> None:
         """Ask the runtime to cancel a job; the job ends with a CANCELLED error."""
@@ -915,15 +938,34 @@ class Watch:
         from_event_seq: int,
         timeout: Optional[float],
         policy: Optional[ResumePolicy],
+        session_id: str = "",
     ) -> None:
         if timeout is not None and timeout <= 0:
             raise ValueError("timeout must be positive (seconds)")
         self._gw = gateway
         self._open = open_call
+        self._session_id = session_id
         deadline = time.monotonic() + timeout if timeout is not None else None
         self._resumer = Resumer(from_event_seq, policy, deadline)
         self._cancelled = threading.Event()
-        self._call = open_call(from_event_seq, timeout)
+        self._silence: Optional[StreamSilence] = None
+        self._call = self._bounded(open_call(from_event_seq, timeout))
+
+    def _bounded(self, call: Any) -> Any:
+        """Put a newly opened stream under the Gateway's silence bound."""
+        bound = self._gw._silence
+        if bound is not None:
+            gw, sid = self._gw, self._session_id  # the thread must not hold the Watch
+            self._silence = StreamSilence(bound, lambda: gw._health_silent(sid), call.cancel, owner=self)
+        return call
+
+    def _stop_silence(self) -> bool:
+        """Stop the current stream's bound; True when it found the replica silent."""
+        s, self._silence = self._silence, None
+        if s is None:
+            return False
+        s.stop()
+        return s.silent
 
     @property
     def resumes(self) -> int:
@@ -939,22 +981,33 @@ class Watch:
     def __next__(self) -> WatchItem:
         while True:
             if self._resumer.done:
+                self._stop_silence()
                 raise StopIteration
             try:
                 m = next(self._call)
+            except StopIteration:
+                self._stop_silence()
+                raise
             except grpc.RpcError as err:
-                gerr = self._gw._error(err)
+                silent = self._stop_silence() and not self._cancelled.is_set()
+                assert self._gw._silence is not None or not silent
+                gerr = replica_silent_error(self._gw._silence) if silent else self._gw._error(err)  # type: ignore[arg-type]
                 delay = None if self._cancelled.is_set() else self._resumer.cut(gerr, time.monotonic())
                 if delay is None or self._cancelled.wait(delay):
                     raise gerr from None
-                self._call = self._open(self._resumer.cursor, self._resumer.remaining(time.monotonic()))
+                self._call = self._bounded(self._open(self._resumer.cursor, self._resumer.remaining(time.monotonic())))
                 continue
+            if self._silence is not None:
+                self._silence.received()
             if self._resumer.deliver(m.event_seq, m.WhichOneof("item") != "event"):
+                if self._resumer.done:
+                    self._stop_silence()
                 return _watch_item(m)
 
     def cancel(self) -> None:
         """End the stream early (the job goes on; see :meth:`Session.cancel`)."""
         self._cancelled.set()
+        self._stop_silence()
         self._call.cancel()
 
     def __enter__(self) -> "Watch":

@@ -51,6 +51,12 @@ export {
 } from "./client.js";
 export { RESUMABLE_REASONS, resumable, streamReset, type ResumePolicy } from "./resume.js";
 export {
+  DEFAULT_SILENCE_AFTER_MS,
+  DEFAULT_SILENCE_TIMEOUT_MS,
+  REASON_REPLICA_SILENT,
+  type SilenceBound,
+} from "./silence.js";
+export {
   AbortedError,
   AlreadyExistsError,
   CancelledError,

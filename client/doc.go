@@ -81,6 +81,11 @@
 // carries the same idempotency key (a fresh one per call unless
 // IdempotencyKey gives one), so a retried attempt gets the job the first one
 // created instead of running it again (see README, "Retries").
+// A call that is safe to send again (the same calls as under "Frozen
+// replicas" below) whose stream a balancer reset because the replica behind
+// it died mid-response (INTERNAL without ErrorInfo, RST_STREAM
+// INTERNAL_ERROR; StreamReset) is sent again, at most twice, with the same
+// idempotency key; the gateway's own INTERNAL carries ErrorInfo and is not.
 //
 // # Frozen replicas
 //

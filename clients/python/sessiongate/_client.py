@@ -16,7 +16,7 @@ import grpc
 from ._depth import check_input_depth
 from ._idempotency import call_key
 from ._limits import with_receive_limit
-from ._resume import ResumePolicy, Resumer
+from ._resume import MAX_RESET_RESENDS, ResumePolicy, Resumer, resend_safe, reset_backoff, stream_reset
 from ._silence import HEALTH_CHECK_METHOD, SilenceBound, StreamSilence, is_silence, replica_silent_error
 from ._values import from_raw_or_value, to_value
 from .errors import CancelledError, ClientClosedError, GatewayError, from_rpc_error
@@ -554,11 +554,26 @@ class Gateway:
         server_timeout: Optional[float] = None,
         metadata: Sequence[Tuple[str, str]] = (),
     ) -> Any:
-        md = self._metadata(timeout, session_id, server_timeout, metadata)
-        try:
-            return self._invoke(lambda: getattr(self._stub, method)(request, timeout=timeout, metadata=md))
-        except grpc.RpcError as err:
-            raise self._error(err) from None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for attempt in range(MAX_RESET_RESENDS + 1):
+            left = None if deadline is None else max(0.001, deadline - time.monotonic())
+            md = self._metadata(left, session_id, server_timeout, metadata)
+            try:
+                return self._invoke(lambda: getattr(self._stub, method)(request, timeout=left, metadata=md))
+            except grpc.RpcError as err:
+                gerr = self._error(err)
+            # A stream a balancer reset (its replica died mid-response) is
+            # sent again when that is safe (see _resume.resend_safe).
+            pause = reset_backoff(attempt)
+            if (
+                attempt == MAX_RESET_RESENDS
+                or not stream_reset(gerr)
+                or not resend_safe(method, request)
+                or (deadline is not None and time.monotonic() + pause >= deadline)
+            ):
+                raise gerr
+            time.sleep(pause)
+        raise AssertionError("unreachable")
 
     def _invoke(self, start: Callable[[], Any]) -> Any:
         """Start a call; on a closed Gateway (or a channel its owner
@@ -722,12 +737,27 @@ class Session:
             check_input_depth(input)
             to_value(input, req.input)
         _job_extras(req, agent_version, lease, lease_expires_at, extensions)
-        call = self._run_call(req, timeout, server_timeout, metadata)
-        try:
-            return call.result()
-        except BaseException:
-            call.cancel()
-            raise
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for attempt in range(MAX_RESET_RESENDS + 1):
+            left = None if deadline is None else max(0.001, deadline - time.monotonic())
+            call = self._run_call(req, left, server_timeout, metadata)
+            try:
+                return call.result()
+            except GatewayError as err:
+                # A stream a balancer reset is sent again with the same
+                # idempotency key (see _resume.resend_safe).
+                pause = reset_backoff(attempt)
+                if (
+                    attempt == MAX_RESET_RESENDS
+                    or not stream_reset(err)
+                    or (deadline is not None and time.monotonic() + pause >= deadline)
+                ):
+                    raise
+                time.sleep(pause)
+            except BaseException:
+                call.cancel()
+                raise
+        raise AssertionError("unreachable")
 
     def run_future(
         self,

@@ -56,6 +56,27 @@ def stream_reset(err: GatewayError) -> bool:
     return err.code == grpc.StatusCode.INTERNAL and err.reason is None and bool(_RST_INTERNAL.search(err.message))
 
 
+MAX_RESET_RESENDS = 2
+"""How many times a unary call is sent again after stream resets."""
+
+_READS = frozenset({"GetSessionStatus", "ListSessions", "ListJobs"})
+
+
+def resend_safe(method: str, request: object) -> bool:
+    """Whether a unary call may be sent again after a stream reset (it may
+    have run): reads, and RunJob/SubmitJob with an idempotency key (the
+    client gives every call one), whose re-send gets the job the first
+    attempt created."""
+    if method in _READS:
+        return True
+    return method in ("RunJob", "SubmitJob") and bool(getattr(request, "idempotency_key", ""))
+
+
+def reset_backoff(attempt: int) -> float:
+    """The pause before re-send ``attempt`` (0-based) after a stream reset."""
+    return 0.05 * (2**attempt)
+
+
 def retryable(err: GatewayError) -> bool:
     """Whether a watch cut by err may be re-opened from its cursor."""
     if stream_reset(err):

@@ -66,7 +66,7 @@ from ._client import (
     SESSION_METADATA_KEY,
     TIMEOUT_METADATA_KEY,
 )
-from ._resume import ResumePolicy, Resumer
+from ._resume import MAX_RESET_RESENDS, ResumePolicy, Resumer, resend_safe, reset_backoff, stream_reset
 from ._silence import HEALTH_CHECK_METHOD, SilenceBound, is_silence, replica_silent_error
 from ._values import to_value
 from .errors import ClientClosedError, GatewayError, from_rpc_error
@@ -152,15 +152,30 @@ class Gateway:
         server_timeout: Optional[float] = None,
         metadata: Sequence[Tuple[str, str]] = (),
     ) -> Any:
-        md = self._metadata(timeout, session_id, server_timeout, metadata)
-        call = self._start(lambda: getattr(self._stub, method)(request, timeout=timeout, metadata=md))
-        try:
-            # Cancelling the awaiting task cancels the call (grpc.aio).
-            return await call
-        except grpc.RpcError as err:
-            raise self._error(err) from None
-        except grpc.aio.UsageError as err:
-            raise ClientClosedError(f"the Gateway's channel is closed ({err})") from None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for attempt in range(MAX_RESET_RESENDS + 1):
+            left = None if deadline is None else max(0.001, deadline - time.monotonic())
+            md = self._metadata(left, session_id, server_timeout, metadata)
+            call = self._start(lambda: getattr(self._stub, method)(request, timeout=left, metadata=md))
+            try:
+                # Cancelling the awaiting task cancels the call (grpc.aio).
+                return await call
+            except grpc.RpcError as err:
+                gerr = self._error(err)
+            except grpc.aio.UsageError as err:
+                raise ClientClosedError(f"the Gateway's channel is closed ({err})") from None
+            # A stream a balancer reset is sent again when that is safe
+            # (see sessiongate._resume.resend_safe).
+            pause = reset_backoff(attempt)
+            if (
+                attempt == MAX_RESET_RESENDS
+                or not stream_reset(gerr)
+                or not resend_safe(method, request)
+                or (deadline is not None and time.monotonic() + pause >= deadline)
+            ):
+                raise gerr
+            await asyncio.sleep(pause)
+        raise AssertionError("unreachable")
 
     async def open_session(
         self,

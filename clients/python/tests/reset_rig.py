@@ -46,6 +46,8 @@ class Relay:
         self._socks: List[socket.socket] = []
         self._threads: List[threading.Thread] = []
         self._closed = False
+        self._down = 0  # bytes relayed from upstream so far, guarded by _grew
+        self._grew = threading.Condition()
         self._go(self._accept)
 
     def _go(self, fn, *args) -> None:  # type: ignore[no-untyped-def]
@@ -55,11 +57,20 @@ class Relay:
         t.start()
 
     def _accept(self) -> None:
+        # A listener closed while another thread accepts on it does not
+        # wake that thread, so the accept polls.
+        self._ln.settimeout(0.05)
         while True:
+            with self._mu:
+                if self._closed:
+                    return
             try:
                 down, _ = self._ln.accept()
+            except socket.timeout:
+                continue
             except OSError:
                 return
+            down.settimeout(None)
             try:
                 up = socket.create_connection(self._up, timeout=5)
                 up.settimeout(None)
@@ -72,10 +83,20 @@ class Relay:
                     up.close()
                     return
                 self._socks += [down, up]
-            self._go(self._pump, down, up)
-            self._go(self._pump, up, down)
+            self._go(self._pump, down, up, False)
+            self._go(self._pump, up, down, True)
 
-    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+    def downstream_bytes(self) -> int:
+        """Bytes relayed from upstream to the clients so far."""
+        with self._grew:
+            return self._down
+
+    def wait_downstream(self, above: int, timeout: float) -> bool:
+        """Wait until more than ``above`` bytes came from upstream."""
+        with self._grew:
+            return self._grew.wait_for(lambda: self._down > above, timeout)
+
+    def _pump(self, src: socket.socket, dst: socket.socket, from_upstream: bool) -> None:
         # A socket closed while another thread reads it sends nothing until
         # that read returns, so the pumps poll and do the reset themselves.
         src.settimeout(0.05)
@@ -96,6 +117,10 @@ class Relay:
                     dst.shutdown(socket.SHUT_WR)
                     return
                 dst.sendall(b)
+                if from_upstream:
+                    with self._grew:
+                        self._down += len(b)
+                        self._grew.notify_all()
         except OSError:
             return
 
@@ -107,12 +132,12 @@ class Relay:
     def close(self) -> None:
         with self._mu:
             self._closed = True
-        self._ln.close()
         self.cut()
         with self._mu:
             threads = list(self._threads)
         for t in threads:
             t.join(10)
+        self._ln.close()
 
 
 NGINX_CONF = """worker_processes 1;

@@ -131,5 +131,21 @@ class ResumerPropertyTest(unittest.TestCase):
                 assert not r.deliver(server_seq + 1, False), "an item after the terminal one"
 
 
+
+class ResendSafeTest(unittest.TestCase):
+    def test_methods(self) -> None:
+        from sessiongate._resume import resend_safe
+        from sessiongate.pb.sessiongate.v1 import sessiongate_pb2 as pb
+
+        self.assertTrue(resend_safe("GetSessionStatus", pb.GetSessionStatusRequest()))
+        self.assertTrue(resend_safe("ListJobs", pb.ListJobsRequest()))
+        self.assertTrue(resend_safe("RunJob", pb.RunJobRequest(idempotency_key="k")))
+        self.assertFalse(resend_safe("RunJob", pb.RunJobRequest()), "no key: a re-send could run the job twice")
+        self.assertFalse(resend_safe("SubmitJob", pb.SubmitJobRequest()))
+        self.assertFalse(resend_safe("CancelJob", pb.CancelJobRequest()))
+        self.assertFalse(resend_safe("CloseSession", pb.CloseSessionRequest()))
+        self.assertFalse(resend_safe("OpenSession", pb.OpenSessionRequest()))
+
+
 if __name__ == "__main__":
     unittest.main()

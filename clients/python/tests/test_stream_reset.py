@@ -19,7 +19,7 @@ from sessiongate.pb.google.rpc import error_details_pb2, status_pb2
 from sessiongate.pb.sessiongate.v1 import sessiongate_pb2 as pb
 from sessiongate.pb.sessiongate.v1 import sessiongate_pb2_grpc as pb_grpc
 
-from reset_rig import ResetRig
+from reset_rig import Relay, ResetRig
 
 
 def _abort_with_info(context: grpc.ServicerContext, code: grpc.StatusCode, message: str, reason: str) -> None:
@@ -112,6 +112,81 @@ class CutByServerTest(unittest.TestCase):
             self._watch(s)
         self.assertEqual(cm.exception.reason, "INTERNAL")
         self.assertEqual(s.opened, [0])
+
+
+class _ResetRun(pb_grpc.SessionGatewayServicer):
+    """RunJob: the first attempt sends its response header and waits (for
+    the test to reset its connection); later ones answer. internal: every
+    attempt fails with the gateway's own INTERNAL (ErrorInfo) in the reset's
+    words."""
+
+    def __init__(self, internal: bool = False) -> None:
+        self.internal = internal
+        self.header_sent = threading.Event()
+        self.keys: List[str] = []
+        self._mu = threading.Lock()
+
+    def RunJob(self, request, context):  # type: ignore[no-untyped-def]
+        with self._mu:
+            self.keys.append(request.idempotency_key)
+            first = len(self.keys) == 1
+        if self.internal:
+            _abort_with_info(context, grpc.StatusCode.INTERNAL, "Received RST_STREAM with error code 2", "INTERNAL")
+        if first:
+            context.send_initial_metadata((("x-test", "early"),))
+            self.header_sent.set()
+            while context.is_active():
+                threading.Event().wait(0.02)
+            return pb.RunJobResponse()
+        r = pb.RunJobResponse(job_id="j")
+        r.result.string_value = "ok"
+        return r
+
+
+class UnaryResetTest(unittest.TestCase):
+    def _rig(self, servicer: _ResetRun) -> "tuple[ResetRig, Relay, threading.Event]":
+        """client → front Relay → nginx → … ; the cut comes once nginx has
+        written to the client after the fake gateway sent its early header
+        (that write is the header: grpcio shows a unary call's header only
+        with its end, so the client cannot tell)."""
+        rig = ResetRig(servicer)
+        self.addCleanup(rig.close)
+        front = Relay(("127.0.0.1", rig.nginx.port))
+        self.addCleanup(front.close)
+        done = threading.Event()
+
+        def cut() -> None:
+            if servicer.header_sent.wait(20):
+                before = front.downstream_bytes()
+                if front.wait_downstream(before, 20):
+                    rig.relay.cut()
+            done.set()
+
+        t = threading.Thread(target=cut, daemon=True)
+        t.start()
+        self.addCleanup(t.join, 45)
+        return rig, front, done
+
+    def test_run_resent_after_reset(self) -> None:
+        s = _ResetRun()
+        _, front, done = self._rig(s)
+        with sg.Gateway(f"127.0.0.1:{front.port}") as gw:
+            res = gw.session("s1.test").run("echo", 1, timeout=20)
+        self.assertTrue(done.is_set())
+        self.assertEqual(res.result, "ok")
+        self.assertEqual(len(s.keys), 2, s.keys)
+        self.assertTrue(s.keys[0])
+        self.assertEqual(s.keys[0], s.keys[1], "the re-send carries the call's idempotency key")
+
+    def test_gateway_internal_not_resent(self) -> None:
+        s = _ResetRun(internal=True)
+        rig = ResetRig(s)
+        self.addCleanup(rig.close)
+        with sg.Gateway(rig.target) as gw:
+            with self.assertRaises(sg.InternalError) as cm:
+                gw.session("s1.test").run("echo", 1, timeout=20)
+        self.assertEqual(cm.exception.reason, "INTERNAL")
+        self.assertEqual(len(s.keys), 1)
 
 
 if __name__ == "__main__":

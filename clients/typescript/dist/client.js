@@ -11,7 +11,7 @@ import { callKey } from "./idempotency.js";
 import { withReceiveLimit } from "./limits.js";
 import { retryServiceConfig } from "./gen/retry_service_config.js";
 import { JobState as PbJobState, SessionGateway, SessionPhase as PbPhase, SessionStatus as PbStatus, } from "./gen/sessiongate/v1/sessiongate_pb.js";
-import { Resumer } from "./resume.js";
+import { MAX_RESET_RESENDS, resendSafe, resetBackoffMs, Resumer, streamReset } from "./resume.js";
 import { HEALTH_CHECK_PATH, replicaSilentError, silenceBound, StreamSilence } from "./silence.js";
 import { fromRawOrValue, toValue } from "./values.js";
 /** Request metadata asking the gateway for a timeout, in milliseconds. */
@@ -171,7 +171,33 @@ export class Gateway {
         return md;
     }
     /** @internal */
-    unary(method, req, o, sessionId) {
+    async unary(method, req, o, sessionId) {
+        // A call whose stream a balancer reset (its replica died mid-response)
+        // is sent again when that is safe (see resume.ts, resendSafe).
+        const start = Date.now();
+        for (let attempt = 0;; attempt++) {
+            const left = o.timeoutMs === undefined ? undefined : Math.max(1, o.timeoutMs - (Date.now() - start));
+            try {
+                return await this.#unaryOnce(method, req, attempt === 0 ? o : { ...o, timeoutMs: left }, sessionId);
+            }
+            catch (err) {
+                const pause = resetBackoffMs(attempt);
+                if (attempt >= MAX_RESET_RESENDS ||
+                    !streamReset(err) ||
+                    !resendSafe(method.name, req) ||
+                    (o.timeoutMs !== undefined && Date.now() + pause >= start + o.timeoutMs)) {
+                    throw err;
+                }
+                try {
+                    await sleep(pause, undefined, { signal: o.signal });
+                }
+                catch {
+                    throw o.signal ? abortError(o.signal) : err;
+                }
+            }
+        }
+    }
+    #unaryOnce(method, req, o, sessionId) {
         return new Promise((resolve, reject) => {
             const md = this.#metadata(o, sessionId);
             if (o.signal?.aborted)

@@ -50,6 +50,20 @@ const RST_INTERNAL = /RST_STREAM with (?:error )?code:? (?:2|INTERNAL_ERROR)\b/;
 export function streamReset(err) {
     return err instanceof GatewayError && err.code === INTERNAL && !err.reason && RST_INTERNAL.test(err.message);
 }
+/** How many times a unary call is sent again after stream resets. */
+export const MAX_RESET_RESENDS = 2;
+/** The pause (ms) before re-send attempt (0-based) after a stream reset. */
+export const resetBackoffMs = (attempt) => 50 * 2 ** attempt;
+/**
+ * Whether a unary call may be sent again after a stream reset (it may have
+ * run): reads, and RunJob/SubmitJob with an idempotency key (the client
+ * gives every call one), whose re-send gets the job the first created.
+ */
+export function resendSafe(method, req) {
+    if (method === "GetSessionStatus" || method === "ListSessions" || method === "ListJobs")
+        return true;
+    return (method === "RunJob" || method === "SubmitJob") && !!req.idempotencyKey;
+}
 /** Whether a watch cut by err may be re-opened from its cursor. */
 export function resumable(err) {
     if (streamReset(err))

@@ -33,7 +33,7 @@ import {
   type OpenSessionResponse,
   type WatchJobResponse,
 } from "./gen/sessiongate/v1/sessiongate_pb.js";
-import { Resumer, type ResumePolicy } from "./resume.js";
+import { MAX_RESET_RESENDS, resendSafe, resetBackoffMs, Resumer, streamReset, type ResumePolicy } from "./resume.js";
 import { HEALTH_CHECK_PATH, replicaSilentError, silenceBound, StreamSilence, type SilenceBound } from "./silence.js";
 import { fromRawOrValue, toValue, type JsonValue } from "./values.js";
 
@@ -498,7 +498,39 @@ export class Gateway implements Disposable {
   }
 
   /** @internal */
-  unary<I extends DescMessage, O extends DescMessage>(
+  async unary<I extends DescMessage, O extends DescMessage>(
+    method: DescMethodUnary<I, O>,
+    req: MessageInitShape<I>,
+    o: CallOptions,
+    sessionId?: string,
+  ): Promise<MessageShape<O>> {
+    // A call whose stream a balancer reset (its replica died mid-response)
+    // is sent again when that is safe (see resume.ts, resendSafe).
+    const start = Date.now();
+    for (let attempt = 0; ; attempt++) {
+      const left = o.timeoutMs === undefined ? undefined : Math.max(1, o.timeoutMs - (Date.now() - start));
+      try {
+        return await this.#unaryOnce(method, req, attempt === 0 ? o : { ...o, timeoutMs: left }, sessionId);
+      } catch (err) {
+        const pause = resetBackoffMs(attempt);
+        if (
+          attempt >= MAX_RESET_RESENDS ||
+          !streamReset(err) ||
+          !resendSafe(method.name, req) ||
+          (o.timeoutMs !== undefined && Date.now() + pause >= start + o.timeoutMs)
+        ) {
+          throw err;
+        }
+        try {
+          await sleep(pause, undefined, { signal: o.signal });
+        } catch {
+          throw o.signal ? abortError(o.signal) : err;
+        }
+      }
+    }
+  }
+
+  #unaryOnce<I extends DescMessage, O extends DescMessage>(
     method: DescMethodUnary<I, O>,
     req: MessageInitShape<I>,
     o: CallOptions,

@@ -56,6 +56,22 @@ export function streamReset(err: unknown): boolean {
   return err instanceof GatewayError && err.code === INTERNAL && !err.reason && RST_INTERNAL.test(err.message);
 }
 
+/** How many times a unary call is sent again after stream resets. */
+export const MAX_RESET_RESENDS = 2;
+
+/** The pause (ms) before re-send attempt (0-based) after a stream reset. */
+export const resetBackoffMs = (attempt: number): number => 50 * 2 ** attempt;
+
+/**
+ * Whether a unary call may be sent again after a stream reset (it may have
+ * run): reads, and RunJob/SubmitJob with an idempotency key (the client
+ * gives every call one), whose re-send gets the job the first created.
+ */
+export function resendSafe(method: string, req: unknown): boolean {
+  if (method === "GetSessionStatus" || method === "ListSessions" || method === "ListJobs") return true;
+  return (method === "RunJob" || method === "SubmitJob") && !!(req as { idempotencyKey?: string }).idempotencyKey;
+}
+
 /** Whether a watch cut by err may be re-opened from its cursor. */
 export function resumable(err: unknown): boolean {
   if (streamReset(err)) return true;

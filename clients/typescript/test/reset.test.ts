@@ -24,6 +24,9 @@ import { StatusSchema } from "../src/gen/google/rpc/status_pb.js";
 import {
   JobEventSchema,
   JobResultSchema,
+  RunJobRequestSchema,
+  RunJobResponseSchema,
+  type RunJobRequest,
   WatchJobRequestSchema,
   WatchJobResponseSchema,
   type WatchJobRequest,
@@ -247,6 +250,110 @@ describe("watch resume on REPLICA_SILENT", () => {
         (err: unknown) => err instanceof InternalError && err.reason === "INTERNAL",
       );
       assert.deepEqual(f.opened, [0]);
+    } finally {
+      f.server.forceShutdown();
+    }
+  });
+});
+
+/**
+ * A fake gateway whose first RunJob sends its response header and then
+ * waits (for the test to reset its connection); later attempts answer. With
+ * internal, every attempt fails with the gateway's own INTERNAL (ErrorInfo)
+ * in the reset's words.
+ */
+async function resetRun(internal: boolean) {
+  const keys: string[] = [];
+  const server = new grpc.Server();
+  server.addService(
+    {
+      RunJob: {
+        path: "/sessiongate.v1.SessionGateway/RunJob",
+        requestStream: false,
+        responseStream: false,
+        requestSerialize: (m: unknown) => Buffer.from(toBinary(RunJobRequestSchema, m as never)),
+        requestDeserialize: (b: Buffer) => fromBinary(RunJobRequestSchema, b),
+        responseSerialize: (m: unknown) => Buffer.from(toBinary(RunJobResponseSchema, m as never)),
+        responseDeserialize: (b: Buffer) => fromBinary(RunJobResponseSchema, b),
+      },
+    } as grpc.ServiceDefinition,
+    {
+      RunJob: (call: grpc.ServerUnaryCall<RunJobRequest, unknown>, cb: grpc.sendUnaryData<unknown>) => {
+        keys.push(call.request.idempotencyKey);
+        if (internal) {
+          const message = "Received RST_STREAM with code 2";
+          const st = create(StatusSchema, {
+            code: grpc.status.INTERNAL,
+            message,
+            details: [anyPack(ErrorInfoSchema, create(ErrorInfoSchema, { reason: "INTERNAL", domain: "sessiongate" }))],
+          });
+          const md = new grpc.Metadata();
+          md.set("grpc-status-details-bin", Buffer.from(toBinary(StatusSchema, st)));
+          return cb({ code: grpc.status.INTERNAL, details: message, metadata: md });
+        }
+        if (keys.length === 1) {
+          const md = new grpc.Metadata();
+          md.set("x-test", "early");
+          call.sendMetadata(md); // and no answer: the relay cuts the call
+          return;
+        }
+        cb(null, create(RunJobResponseSchema, { jobId: "j", result: { kind: { case: "stringValue", value: "ok" } } }));
+      },
+    },
+  );
+  const port = await new Promise<number>((res, rej) =>
+    server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, p) => (err ? rej(err) : res(p))),
+  );
+  return { addr: `127.0.0.1:${port}`, server, keys };
+}
+
+describe("unary re-send after a stream reset", () => {
+  it("sends a Run that nginx reset again, with the same idempotency key", async () => {
+    const f = await resetRun(false);
+    const proxy = await new CutProxy(f.addr).start();
+    const nginx = await new Nginx().start(proxy.addr);
+    // Reset once the client has the response header: nginx then resets the
+    // stream (before it, nginx answers 502, an UNAVAILABLE).
+    const header: grpc.Interceptor = (options, nextCall) =>
+      new grpc.InterceptingCall(
+        nextCall(options),
+        new grpc.RequesterBuilder()
+          .withStart((metadata, listener, next) =>
+            next(
+              metadata,
+              new grpc.ListenerBuilder()
+                .withOnReceiveMetadata((md, nxt) => {
+                  if (md.get("x-test").length > 0) proxy.cut();
+                  nxt(md);
+                })
+                .build(),
+            ),
+          )
+          .build(),
+      );
+    try {
+      using gw = new Gateway(nginx.addr, { interceptors: [header] });
+      const res = await gw.session("s1.test").run("echo", 1, { timeoutMs: 20_000 });
+      assert.equal(res.result, "ok");
+      assert.equal(f.keys.length, 2, JSON.stringify(f.keys));
+      assert.ok(f.keys[0]);
+      assert.equal(f.keys[0], f.keys[1], "the re-send carries the call's idempotency key");
+    } finally {
+      await nginx.stop();
+      await proxy.close();
+      f.server.forceShutdown();
+    }
+  });
+
+  it("does not send the gateway's own INTERNAL again", async () => {
+    const f = await resetRun(true);
+    try {
+      using gw = new Gateway(f.addr);
+      await assert.rejects(
+        gw.session("s1.test").run("echo", 1, { timeoutMs: 20_000 }),
+        (err: unknown) => err instanceof InternalError && err.reason === "INTERNAL",
+      );
+      assert.equal(f.keys.length, 1);
     } finally {
       f.server.forceShutdown();
     }

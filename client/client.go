@@ -141,6 +141,9 @@ func New(target string, opts ...Option) (*Client, error) {
 	if sc != "" {
 		dial = append(dial, grpc.WithDefaultServiceConfig(sc))
 	}
+	if !o.noRetry {
+		dial = append(dial, grpc.WithChainUnaryInterceptor(resetResend))
+	}
 	var wd *watchdog
 	if o.silenceAfter >= 0 {
 		after, timeout := o.silenceAfter, o.silenceTimeout

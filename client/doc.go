@@ -59,8 +59,12 @@
 //
 // Watch yields *WatchItem values: EventSeq and exactly one of Event, Result
 // and Error (a *JobError, itself an error). A watch resumes itself: when
-// its stream is cut by a hand-off, an unreachable owner, a draining gateway
-// or a dropped connection (UNAVAILABLE; Resumable says which), it re-opens
+// its stream is cut by a hand-off, an unreachable owner, a draining gateway,
+// a silent replica or a dropped connection (UNAVAILABLE; Resumable says
+// which), or reset by a balancer whose replica died mid-stream (INTERNAL
+// without ErrorInfo and with the RST_STREAM INTERNAL_ERROR text, as nginx
+// does; StreamReset; the gateway's own INTERNAL always carries ErrorInfo and
+// is never resumed), it re-opens
 // the stream from the last event_seq it delivered (the gateway delivers
 // exactly once from from_event_seq) after a jittered backoff, within the
 // context's deadline, so the loop sees every item once, in order.
@@ -77,6 +81,11 @@
 // carries the same idempotency key (a fresh one per call unless
 // IdempotencyKey gives one), so a retried attempt gets the job the first one
 // created instead of running it again (see README, "Retries").
+// A call that is safe to send again (the same calls as under "Frozen
+// replicas" below) whose stream a balancer reset because the replica behind
+// it died mid-response (INTERNAL without ErrorInfo, RST_STREAM
+// INTERNAL_ERROR; StreamReset) is sent again, at most twice, with the same
+// idempotency key; the gateway's own INTERNAL carries ErrorInfo and is not.
 //
 // # Frozen replicas
 //

@@ -2,6 +2,7 @@ package client
 
 import (
 	"errors"
+	"regexp"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -12,8 +13,12 @@ import (
 // A WatchJob stream can end without the job's end: the session was handed
 // off to another replica (UNAVAILABLE, reason SESSION_HANDED_OFF), its owner
 // could not be reached (OWNER_UNREACHABLE, NOT_OWNER, DIRECTORY_UNAVAILABLE),
-// the gateway drains (DRAINING), or the connection dropped (UNAVAILABLE
-// without ErrorInfo). The gateway delivers a job's items exactly once from
+// the gateway drains (DRAINING), the client's silence bound gave up on a
+// frozen replica (REPLICA_SILENT), the connection dropped (UNAVAILABLE
+// without ErrorInfo), or a balancer reset the stream because the replica
+// behind it died (INTERNAL without ErrorInfo whose message is the
+// transport's RST_STREAM INTERNAL_ERROR text: nginx resets so when its
+// upstream dies mid-response; see StreamReset). The gateway delivers a job's items exactly once from
 // from_event_seq, so Watch re-opens the stream from the last event_seq it
 // delivered:
 //
@@ -41,10 +46,29 @@ var ResumableReasons = map[string]bool{
 	"REPLICA_SILENT":        true, // the client's own silence bound (silence.go)
 }
 
+// rstInternal matches the texts gRPC libraries give a stream the peer reset
+// with HTTP/2 RST_STREAM INTERNAL_ERROR (code 2): grpc-go "stream terminated
+// by RST_STREAM with error code: INTERNAL_ERROR", grpcio "Received
+// RST_STREAM with error code 2", @grpc/grpc-js "Received RST_STREAM with
+// code 2".
+var rstInternal = regexp.MustCompile(`RST_STREAM with (?:error )?code:? (?:2|INTERNAL_ERROR)\b`)
+
+// StreamReset reports whether err is a stream reset by the transport (a
+// balancer whose upstream died mid-response): INTERNAL, no ErrorInfo (the
+// gateway's own INTERNAL errors always carry one), and the RST_STREAM
+// INTERNAL_ERROR text.
+func StreamReset(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == codes.Internal && e.Reason == "" && rstInternal.MatchString(e.Message)
+}
+
 // Resumable reports whether a watch cut by err may be re-opened from its
 // cursor: UNAVAILABLE without ErrorInfo (a dropped connection) or with one of
-// ResumableReasons.
+// ResumableReasons, or a stream reset by the transport (StreamReset).
 func Resumable(err error) bool {
+	if StreamReset(err) {
+		return true
+	}
 	var e *Error
 	if !errors.As(err, &e) || e.Code != codes.Unavailable {
 		return false

@@ -55,7 +55,8 @@ from ._client import (
     retry_service_config,
     trace_metadata,
 )
-from ._resume import RESUMABLE_REASONS, ResumePolicy
+from ._resume import RESUMABLE_REASONS, ResumePolicy, stream_reset
+from ._silence import DEFAULT_SILENCE_AFTER, DEFAULT_SILENCE_TIMEOUT, REASON_REPLICA_SILENT, SilenceBound
 from ._values import MAX_EXACT_INT
 from .errors import (
     ERROR_CLASSES,
@@ -86,6 +87,11 @@ __all__ = [
     "Watch",
     "WatchItem",
     "ResumePolicy",
+    "SilenceBound",
+    "DEFAULT_SILENCE_AFTER",
+    "DEFAULT_SILENCE_TIMEOUT",
+    "REASON_REPLICA_SILENT",
+    "stream_reset",
     "RESUMABLE_REASONS",
     "RunCall",
     "Job",

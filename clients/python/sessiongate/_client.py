@@ -16,7 +16,8 @@ import grpc
 from ._depth import check_input_depth
 from ._idempotency import call_key
 from ._limits import with_receive_limit
-from ._resume import ResumePolicy, Resumer
+from ._resume import MAX_RESET_RESENDS, ResumePolicy, Resumer, resend_safe, reset_backoff, stream_reset
+from ._silence import HEALTH_CHECK_METHOD, SilenceBound, StreamSilence, is_silence, replica_silent_error
 from ._values import from_raw_or_value, to_value
 from .errors import CancelledError, ClientClosedError, GatewayError, from_rpc_error
 from .pb.sessiongate.v1 import sessiongate_pb2 as pb
@@ -512,6 +513,12 @@ class Gateway:
     "Retries"). The channel accepts messages up to 32 MiB, above the largest
     result the gateway returns. Use the gateway as a context manager, or call
     :meth:`close`. A Gateway may be shared by threads.
+
+    ``silence_bound`` bounds a watch on a silent (frozen) replica: a stream
+    quiet for ``after`` (0.5 s) health-checks its replica, and one that gets
+    no answer within ``timeout`` (1 s) ends UNAVAILABLE ``REPLICA_SILENT`` and
+    the watch resumes from its cursor (see ``sessiongate._silence``); None
+    turns it off.
     """
 
     def __init__(
@@ -523,6 +530,7 @@ class Gateway:
         retry: bool = True,
         options: Sequence[Tuple[str, Any]] = (),
         channel: Optional[grpc.Channel] = None,
+        silence_bound: Optional[SilenceBound] = SilenceBound(),
     ) -> None:
         if (target is None) == (channel is None):
             raise ValueError("give exactly one of target and channel")
@@ -535,6 +543,8 @@ class Gateway:
                 channel = grpc.secure_channel(target, credentials, options=opts)
         self._channel = channel
         self._stub = pb_grpc.SessionGatewayStub(channel)
+        self._health = channel.unary_unary(HEALTH_CHECK_METHOD)  # bytes in, bytes out
+        self._silence = silence_bound
         self._auth: Metadata = (("authorization", f"Bearer {token}"),) if token else ()
         self._closed = False
 
@@ -558,11 +568,26 @@ class Gateway:
         server_timeout: Optional[float] = None,
         metadata: Sequence[Tuple[str, str]] = (),
     ) -> Any:
-        md = self._metadata(timeout, session_id, server_timeout, metadata)
-        try:
-            return self._invoke(lambda: getattr(self._stub, method)(request, timeout=timeout, metadata=md))
-        except grpc.RpcError as err:
-            raise self._error(err) from None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for attempt in range(MAX_RESET_RESENDS + 1):
+            left = None if deadline is None else max(0.001, deadline - time.monotonic())
+            md = self._metadata(left, session_id, server_timeout, metadata)
+            try:
+                return self._invoke(lambda: getattr(self._stub, method)(request, timeout=left, metadata=md))
+            except grpc.RpcError as err:
+                gerr = self._error(err)
+            # A stream a balancer reset (its replica died mid-response) is
+            # sent again when that is safe (see _resume.resend_safe).
+            pause = reset_backoff(attempt)
+            if (
+                attempt == MAX_RESET_RESENDS
+                or not stream_reset(gerr)
+                or not resend_safe(method, request)
+                or (deadline is not None and time.monotonic() + pause >= deadline)
+            ):
+                raise gerr
+            time.sleep(pause)
+        raise AssertionError("unreachable")
 
     def _invoke(self, start: Callable[[], Any]) -> Any:
         """Start a call; on a closed Gateway (or a channel its owner
@@ -580,6 +605,19 @@ class Gateway:
         if self._closed and err.code() == grpc.StatusCode.CANCELLED:
             return ClientClosedError("the Gateway was closed during the call")
         return from_rpc_error(err)
+
+    def _health_silent(self, session_id: str) -> bool:
+        """Health-check the replica of session_id (the session header routes
+        the check where a balancer routes the session): True when no answer
+        came within the silence bound's timeout."""
+        assert self._silence is not None
+        try:
+            self._health(b"", timeout=self._silence.timeout, metadata=self._metadata(None, session_id))
+        except grpc.RpcError as err:
+            return is_silence(err)
+        except ValueError:  # the channel was closed
+            return False
+        return False
 
     # -- API ------------------------------------------------------------
 
@@ -713,12 +751,27 @@ class Session:
             check_input_depth(input)
             to_value(input, req.input)
         _job_extras(req, agent_version, lease, lease_expires_at, extensions)
-        call = self._run_call(req, timeout, server_timeout, metadata)
-        try:
-            return call.result()
-        except BaseException:
-            call.cancel()
-            raise
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for attempt in range(MAX_RESET_RESENDS + 1):
+            left = None if deadline is None else max(0.001, deadline - time.monotonic())
+            call = self._run_call(req, left, server_timeout, metadata)
+            try:
+                return call.result()
+            except GatewayError as err:
+                # A stream a balancer reset is sent again with the same
+                # idempotency key (see _resume.resend_safe).
+                pause = reset_backoff(attempt)
+                if (
+                    attempt == MAX_RESET_RESENDS
+                    or not stream_reset(err)
+                    or (deadline is not None and time.monotonic() + pause >= deadline)
+                ):
+                    raise
+                time.sleep(pause)
+            except BaseException:
+                call.cancel()
+                raise
+        raise AssertionError("unreachable")
 
     def run_future(
         self,
@@ -852,7 +905,7 @@ class Session:
             return gw._invoke(lambda: gw._stub.WatchJob(req, timeout=remaining, metadata=md))
 
         policy = ResumePolicy() if resume is True else (resume or None)
-        return Watch(gw, open_call, _watch_from(job, from_event_seq), timeout, policy)
+        return Watch(gw, open_call, _watch_from(job, from_event_seq), timeout, policy, self.id)
 
     def cancel(self, job: Union[str, Job], reason: str = "", *, timeout: Optional[float] = None) -> None:
         """Ask the runtime to cancel a job; the job ends with a CANCELLED error."""
@@ -931,15 +984,34 @@ class Watch:
         from_event_seq: int,
         timeout: Optional[float],
         policy: Optional[ResumePolicy],
+        session_id: str = "",
     ) -> None:
         if timeout is not None and timeout <= 0:
             raise ValueError("timeout must be positive (seconds)")
         self._gw = gateway
         self._open = open_call
+        self._session_id = session_id
         deadline = time.monotonic() + timeout if timeout is not None else None
         self._resumer = Resumer(from_event_seq, policy, deadline)
         self._cancelled = threading.Event()
-        self._call = open_call(from_event_seq, timeout)
+        self._silence: Optional[StreamSilence] = None
+        self._call = self._bounded(open_call(from_event_seq, timeout))
+
+    def _bounded(self, call: Any) -> Any:
+        """Put a newly opened stream under the Gateway's silence bound."""
+        bound = self._gw._silence
+        if bound is not None:
+            gw, sid = self._gw, self._session_id  # the thread must not hold the Watch
+            self._silence = StreamSilence(bound, lambda: gw._health_silent(sid), call.cancel, owner=self)
+        return call
+
+    def _stop_silence(self) -> bool:
+        """Stop the current stream's bound; True when it found the replica silent."""
+        s, self._silence = self._silence, None
+        if s is None:
+            return False
+        s.stop()
+        return s.silent
 
     @property
     def resumes(self) -> int:
@@ -955,22 +1027,33 @@ class Watch:
     def __next__(self) -> WatchItem:
         while True:
             if self._resumer.done:
+                self._stop_silence()
                 raise StopIteration
             try:
                 m = next(self._call)
+            except StopIteration:
+                self._stop_silence()
+                raise
             except grpc.RpcError as err:
-                gerr = self._gw._error(err)
+                silent = self._stop_silence() and not self._cancelled.is_set()
+                assert self._gw._silence is not None or not silent
+                gerr = replica_silent_error(self._gw._silence) if silent else self._gw._error(err)  # type: ignore[arg-type]
                 delay = None if self._cancelled.is_set() else self._resumer.cut(gerr, time.monotonic())
                 if delay is None or self._cancelled.wait(delay):
                     raise gerr from None
-                self._call = self._open(self._resumer.cursor, self._resumer.remaining(time.monotonic()))
+                self._call = self._bounded(self._open(self._resumer.cursor, self._resumer.remaining(time.monotonic())))
                 continue
+            if self._silence is not None:
+                self._silence.received()
             if self._resumer.deliver(m.event_seq, m.WhichOneof("item") != "event"):
+                if self._resumer.done:
+                    self._stop_silence()
                 return _watch_item(m)
 
     def cancel(self) -> None:
         """End the stream early (the job goes on; see :meth:`Session.cancel`)."""
         self._cancelled.set()
+        self._stop_silence()
         self._call.cancel()
 
     def __enter__(self) -> "Watch":

@@ -3,8 +3,12 @@
 A WatchJob stream can end without the job's end: the session was handed off
 to another replica (UNAVAILABLE, reason ``SESSION_HANDED_OFF``), its owner
 could not be reached (``OWNER_UNREACHABLE``, ``NOT_OWNER``,
-``DIRECTORY_UNAVAILABLE``), the gateway drains (``DRAINING``), or the
-connection dropped (UNAVAILABLE without ErrorInfo). The gateway delivers a
+``DIRECTORY_UNAVAILABLE``), the gateway drains (``DRAINING``), the client's
+silence bound gave up on a frozen replica (``REPLICA_SILENT``), the
+connection dropped (UNAVAILABLE without ErrorInfo), or a balancer reset the
+stream because the replica behind it died (INTERNAL without ErrorInfo whose
+message is the transport's RST_STREAM text: nginx resets with INTERNAL_ERROR
+when its upstream dies mid-response; see :func:`stream_reset`). The gateway delivers a
 job's items exactly once from ``from_event_seq``, so the client re-opens the
 watch from the last event_seq it delivered:
 
@@ -25,6 +29,7 @@ happened (items, errors, the time) and do what it answers.
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass
 from typing import Callable, List, Optional
 
@@ -33,13 +38,49 @@ import grpc
 from .errors import GatewayError
 
 RESUMABLE_REASONS = frozenset(
-    {"SESSION_HANDED_OFF", "OWNER_UNREACHABLE", "NOT_OWNER", "DIRECTORY_UNAVAILABLE", "DRAINING"}
+    {"SESSION_HANDED_OFF", "OWNER_UNREACHABLE", "NOT_OWNER", "DIRECTORY_UNAVAILABLE", "DRAINING", "REPLICA_SILENT"}
 )
 """The ErrorInfo reasons of an UNAVAILABLE that a watch resumes after."""
+
+# The texts gRPC libraries give a stream that the peer reset with HTTP/2
+# RST_STREAM INTERNAL_ERROR (code 2): grpcio "Received RST_STREAM with error
+# code 2", @grpc/grpc-js "Received RST_STREAM with code 2", grpc-go "stream
+# terminated by RST_STREAM with error code: INTERNAL_ERROR".
+_RST_INTERNAL = re.compile(r"RST_STREAM with (?:error )?code:? (?:2|INTERNAL_ERROR)\b")
+
+
+def stream_reset(err: GatewayError) -> bool:
+    """Whether err is a stream reset by the transport (a balancer whose
+    upstream died mid-response): INTERNAL, no ErrorInfo (the gateway's own
+    INTERNAL errors always carry one), and the RST_STREAM INTERNAL_ERROR text."""
+    return err.code == grpc.StatusCode.INTERNAL and err.reason is None and bool(_RST_INTERNAL.search(err.message))
+
+
+MAX_RESET_RESENDS = 2
+"""How many times a unary call is sent again after stream resets."""
+
+_READS = frozenset({"GetSessionStatus", "ListSessions", "ListJobs"})
+
+
+def resend_safe(method: str, request: object) -> bool:
+    """Whether a unary call may be sent again after a stream reset (it may
+    have run): reads, and RunJob/SubmitJob with an idempotency key (the
+    client gives every call one), whose re-send gets the job the first
+    attempt created."""
+    if method in _READS:
+        return True
+    return method in ("RunJob", "SubmitJob") and bool(getattr(request, "idempotency_key", ""))
+
+
+def reset_backoff(attempt: int) -> float:
+    """The pause before re-send ``attempt`` (0-based) after a stream reset."""
+    return 0.05 * (2**attempt)
 
 
 def retryable(err: GatewayError) -> bool:
     """Whether a watch cut by err may be re-opened from its cursor."""
+    if stream_reset(err):
+        return True
     if err.code != grpc.StatusCode.UNAVAILABLE:
         return False
     return err.reason is None or err.reason in RESUMABLE_REASONS

@@ -67,7 +67,8 @@ from ._client import (
     SESSION_METADATA_KEY,
     TIMEOUT_METADATA_KEY,
 )
-from ._resume import ResumePolicy, Resumer
+from ._resume import MAX_RESET_RESENDS, ResumePolicy, Resumer, resend_safe, reset_backoff, stream_reset
+from ._silence import HEALTH_CHECK_METHOD, SilenceBound, is_silence, replica_silent_error
 from ._values import to_value
 from .errors import ClientClosedError, GatewayError, from_rpc_error
 from .pb.sessiongate.v1 import sessiongate_pb2 as pb
@@ -91,6 +92,7 @@ class Gateway:
         retry: bool = True,
         options: Sequence[Tuple[str, Any]] = (),
         channel: Optional[grpc.aio.Channel] = None,
+        silence_bound: Optional[SilenceBound] = SilenceBound(),
     ) -> None:
         if (target is None) == (channel is None):
             raise ValueError("give exactly one of target and channel")
@@ -103,8 +105,22 @@ class Gateway:
                 channel = grpc.aio.secure_channel(target, credentials, options=opts)
         self._channel = channel
         self._stub = pb_grpc.SessionGatewayStub(channel)
+        self._health = channel.unary_unary(HEALTH_CHECK_METHOD)  # bytes in, bytes out
+        self._silence = silence_bound
         self._auth: Metadata = (("authorization", f"Bearer {token}"),) if token else ()
         self._closed = False
+
+    async def _health_silent(self, session_id: str) -> bool:
+        """Health-check the replica of session_id (see sessiongate._silence):
+        True when no answer came within the silence bound's timeout."""
+        assert self._silence is not None
+        try:
+            await self._health(b"", timeout=self._silence.timeout, metadata=self._metadata(None, session_id))
+        except grpc.RpcError as err:
+            return is_silence(err)
+        except grpc.aio.UsageError:  # the channel was closed
+            return False
+        return False
 
     def _metadata(
         self,
@@ -137,15 +153,30 @@ class Gateway:
         server_timeout: Optional[float] = None,
         metadata: Sequence[Tuple[str, str]] = (),
     ) -> Any:
-        md = self._metadata(timeout, session_id, server_timeout, metadata)
-        call = self._start(lambda: getattr(self._stub, method)(request, timeout=timeout, metadata=md))
-        try:
-            # Cancelling the awaiting task cancels the call (grpc.aio).
-            return await call
-        except grpc.RpcError as err:
-            raise self._error(err) from None
-        except grpc.aio.UsageError as err:
-            raise ClientClosedError(f"the Gateway's channel is closed ({err})") from None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for attempt in range(MAX_RESET_RESENDS + 1):
+            left = None if deadline is None else max(0.001, deadline - time.monotonic())
+            md = self._metadata(left, session_id, server_timeout, metadata)
+            call = self._start(lambda: getattr(self._stub, method)(request, timeout=left, metadata=md))
+            try:
+                # Cancelling the awaiting task cancels the call (grpc.aio).
+                return await call
+            except grpc.RpcError as err:
+                gerr = self._error(err)
+            except grpc.aio.UsageError as err:
+                raise ClientClosedError(f"the Gateway's channel is closed ({err})") from None
+            # A stream a balancer reset is sent again when that is safe
+            # (see sessiongate._resume.resend_safe).
+            pause = reset_backoff(attempt)
+            if (
+                attempt == MAX_RESET_RESENDS
+                or not stream_reset(gerr)
+                or not resend_safe(method, request)
+                or (deadline is not None and time.monotonic() + pause >= deadline)
+            ):
+                raise gerr
+            await asyncio.sleep(pause)
+        raise AssertionError("unreachable")
 
     async def open_session(
         self,
@@ -330,7 +361,7 @@ class Session:
             return gw._start(lambda: gw._stub.WatchJob(req, timeout=remaining, metadata=md))
 
         policy = ResumePolicy() if resume is True else (resume or None)
-        return Watch(gw, open_call, _watch_from(job, from_event_seq), timeout, policy)
+        return Watch(gw, open_call, _watch_from(job, from_event_seq), timeout, policy, self.id)
 
     async def cancel(self, job: Union[str, Job], reason: str = "", *, timeout: Optional[float] = None) -> None:
         """Ask the runtime to cancel a job; it ends with a CANCELLED error."""
@@ -368,6 +399,10 @@ async def _wait_cancelled(cancelled: asyncio.Event, delay: float) -> bool:
     return True
 
 
+class _Silent(Exception):
+    """A watch's stream given up on a silent replica (Watch._read)."""
+
+
 class Watch:
     """An async iterator over a watched job's items, resumed across cuts.
     ``cancel()`` (or leaving ``async with``) ends the stream early; errors
@@ -381,15 +416,51 @@ class Watch:
         from_event_seq: int,
         timeout: Optional[float],
         policy: Optional[ResumePolicy],
+        session_id: str = "",
     ) -> None:
         if timeout is not None and timeout <= 0:
             raise ValueError("timeout must be positive (seconds)")
         self._gw = gateway
         self._open = open_call
+        self._session_id = session_id
         deadline = time.monotonic() + timeout if timeout is not None else None
         self._resumer = Resumer(from_event_seq, policy, deadline)
         self._cancelled = asyncio.Event()
         self._call = open_call(from_event_seq, timeout)
+        self._last = time.monotonic()  # the stream's last message or start
+
+    async def _read(self) -> Any:
+        """The stream's next message, under the Gateway's silence bound (see
+        sessiongate._silence): raises _Silent, the stream cancelled, when it
+        was quiet for ``after`` and its replica answered no health check."""
+        bound = self._gw._silence
+        if bound is None:
+            return await self._call.read()
+        read = asyncio.ensure_future(self._call.read())
+        try:
+            next_check = self._last + bound.after
+            while True:
+                wait = next_check - time.monotonic()
+                if wait > 0:
+                    done, _ = await asyncio.wait({read}, timeout=wait)
+                    if done:
+                        break
+                    continue
+                check = asyncio.ensure_future(self._gw._health_silent(self._session_id))
+                done, _ = await asyncio.wait({read, check}, return_when=asyncio.FIRST_COMPLETED)
+                if read in done:
+                    check.cancel()
+                    break
+                if check.result():
+                    self._call.cancel()
+                    raise _Silent()
+                next_check = time.monotonic() + bound.after
+            m = read.result()
+            self._last = time.monotonic()
+            return m
+        finally:
+            if not read.done():
+                read.cancel()
 
     @property
     def resumes(self) -> int:
@@ -408,19 +479,24 @@ class Watch:
             if self._resumer.done:
                 raise StopAsyncIteration
             try:
-                m = await self._call.read()
+                m = await self._read()
             except asyncio.CancelledError:
                 # The task awaiting the watch was cancelled: end the stream.
                 self.cancel()
                 raise
-            except grpc.RpcError as err:
-                gerr = self._gw._error(err)
+            except (grpc.RpcError, _Silent) as err:
+                if isinstance(err, _Silent):
+                    assert self._gw._silence is not None
+                    gerr = replica_silent_error(self._gw._silence)
+                else:
+                    gerr = self._gw._error(err)
                 delay = None if self._cancelled.is_set() else self._resumer.cut(gerr, time.monotonic())
                 if delay is None:
                     raise gerr from None
                 if await _wait_cancelled(self._cancelled, delay):
                     raise gerr from None  # cancelled during the backoff
                 self._call = self._open(self._resumer.cursor, self._resumer.remaining(time.monotonic()))
+                self._last = time.monotonic()
                 continue
             if m is grpc.aio.EOF:
                 raise StopAsyncIteration

@@ -14,9 +14,9 @@ import sessiongate as sg
 from sessiongate._resume import ResumePolicy, Resumer, retryable
 
 
-def _err(code: grpc.StatusCode, reason: str = "") -> sg.GatewayError:
+def _err(code: grpc.StatusCode, reason: str = "", message: str = "x") -> sg.GatewayError:
     cls = sg.ERROR_CLASSES[code]
-    return cls(code, "x", reason=reason or None, domain="sessiongate" if reason else None)
+    return cls(code, message, reason=reason or None, domain="sessiongate" if reason else None)
 
 
 class RetryableTest(unittest.TestCase):
@@ -35,7 +35,18 @@ class RetryableTest(unittest.TestCase):
             (_err(grpc.StatusCode.NOT_FOUND, "JOB_NOT_FOUND"), False),
             (_err(grpc.StatusCode.CANCELLED), False),
             (_err(grpc.StatusCode.DEADLINE_EXCEEDED), False),
+            (_err(U, "REPLICA_SILENT"), True),
             (_err(grpc.StatusCode.INTERNAL), False),
+            # A stream reset by the transport (nginx after its upstream died),
+            # in grpcio's, grpc-js's and grpc-go's words: no ErrorInfo.
+            (_err(grpc.StatusCode.INTERNAL, message="Received RST_STREAM with error code 2"), True),
+            (_err(grpc.StatusCode.INTERNAL, message="Received RST_STREAM with code 2 (Internal server error)"), True),
+            (_err(grpc.StatusCode.INTERNAL, message="stream terminated by RST_STREAM with error code: INTERNAL_ERROR"), True),
+            # Other reset codes, and the gateway's own INTERNAL (ErrorInfo), are not.
+            (_err(grpc.StatusCode.INTERNAL, message="Received RST_STREAM with error code 8"), False),
+            (_err(grpc.StatusCode.INTERNAL, message="Received RST_STREAM with code 20"), False),
+            (_err(grpc.StatusCode.INTERNAL, "INTERNAL", "Received RST_STREAM with error code 2"), False),
+            (_err(grpc.StatusCode.UNKNOWN, message="Received RST_STREAM with error code 2"), False),
         ]
         for err, want in cases:
             with self.subTest(code=err.code.name, reason=err.reason):
@@ -118,6 +129,22 @@ class ResumerPropertyTest(unittest.TestCase):
             assert all(s > start for s in seen)
             if r.done:
                 assert not r.deliver(server_seq + 1, False), "an item after the terminal one"
+
+
+
+class ResendSafeTest(unittest.TestCase):
+    def test_methods(self) -> None:
+        from sessiongate._resume import resend_safe
+        from sessiongate.pb.sessiongate.v1 import sessiongate_pb2 as pb
+
+        self.assertTrue(resend_safe("GetSessionStatus", pb.GetSessionStatusRequest()))
+        self.assertTrue(resend_safe("ListJobs", pb.ListJobsRequest()))
+        self.assertTrue(resend_safe("RunJob", pb.RunJobRequest(idempotency_key="k")))
+        self.assertFalse(resend_safe("RunJob", pb.RunJobRequest()), "no key: a re-send could run the job twice")
+        self.assertFalse(resend_safe("SubmitJob", pb.SubmitJobRequest()))
+        self.assertFalse(resend_safe("CancelJob", pb.CancelJobRequest()))
+        self.assertFalse(resend_safe("CloseSession", pb.CloseSessionRequest()))
+        self.assertFalse(resend_safe("OpenSession", pb.OpenSessionRequest()))
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@ import { type DescMessage, type DescMethodServerStreaming, type DescMethodUnary,
 import * as grpc from "@grpc/grpc-js";
 import { type OpenSessionResponse } from "./gen/sessiongate/v1/sessiongate_pb.js";
 import { type ResumePolicy } from "./resume.js";
+import { type SilenceBound } from "./silence.js";
 import { type JsonValue } from "./values.js";
 /** Request metadata asking the gateway for a timeout, in milliseconds. */
 export declare const TIMEOUT_METADATA_KEY = "x-timeout-ms";
@@ -125,6 +126,13 @@ export interface GatewayOptions {
     channelOptions?: grpc.ChannelOptions;
     /** grpc-js client interceptors, run on every call (e.g. for tracing). */
     interceptors?: grpc.Interceptor[];
+    /**
+     * The silence bound of watches (default on, 500 ms and 1000 ms): a watch
+     * stream quiet for afterMs health-checks its replica, and one that gets no
+     * answer within timeoutMs ends UNAVAILABLE REPLICA_SILENT and the watch
+     * resumes from its cursor (see silence.ts). false turns it off.
+     */
+    silenceBound?: SilenceBound | false;
 }
 /** What openSession sends. */
 export interface OpenSessionParams {
@@ -285,7 +293,7 @@ export declare class Gateway implements Disposable {
     /** @internal */
     unary<I extends DescMessage, O extends DescMessage>(method: DescMethodUnary<I, O>, req: MessageInitShape<I>, o: CallOptions, sessionId?: string): Promise<MessageShape<O>>;
     /** @internal */
-    serverStream<I extends DescMessage, O extends DescMessage>(method: DescMethodServerStreaming<I, O>, req: MessageInitShape<I>, o: CallOptions, sessionId?: string): AsyncGenerator<MessageShape<O>, void, undefined>;
+    serverStream<I extends DescMessage, O extends DescMessage>(method: DescMethodServerStreaming<I, O>, req: MessageInitShape<I>, o: CallOptions, sessionId?: string, bounded?: boolean): AsyncGenerator<MessageShape<O>, void, undefined>;
     /** Opens a session; close it with `await using` or session.close(). */
     openSession(params?: OpenSessionParams, o?: CallOptions): Promise<Session>;
     /** A handle on an existing session, e.g. one opened elsewhere. Nothing is sent until it is used. */

@@ -11,7 +11,8 @@ import { callKey } from "./idempotency.js";
 import { withReceiveLimit } from "./limits.js";
 import { retryServiceConfig } from "./gen/retry_service_config.js";
 import { JobState as PbJobState, SessionGateway, SessionPhase as PbPhase, SessionStatus as PbStatus, } from "./gen/sessiongate/v1/sessiongate_pb.js";
-import { Resumer } from "./resume.js";
+import { MAX_RESET_RESENDS, resendSafe, resetBackoffMs, Resumer, streamReset } from "./resume.js";
+import { HEALTH_CHECK_PATH, replicaSilentError, silenceBound, StreamSilence } from "./silence.js";
 import { fromRawOrValue, toValue } from "./values.js";
 /** Request metadata asking the gateway for a timeout, in milliseconds. */
 export const TIMEOUT_METADATA_KEY = "x-timeout-ms";
@@ -123,6 +124,7 @@ function checkMs(name, v) {
 export class Gateway {
     #client;
     #auth;
+    #silence;
     #closed = false;
     constructor(target, opts = {}) {
         const channelOptions = { ...KEEPALIVE_OPTIONS, ...withReceiveLimit({ ...opts.channelOptions }) };
@@ -143,6 +145,12 @@ export class Gateway {
             interceptors: opts.interceptors,
         });
         this.#auth = opts.token ? `Bearer ${opts.token}` : undefined;
+        this.#silence = opts.silenceBound === false ? undefined : silenceBound(opts.silenceBound ?? {});
+    }
+    /** Health-checks the replica of sessionId (the session header routes it where a balancer routes the session). */
+    #healthCheck(sessionId, timeoutMs, done) {
+        const call = this.#client.makeUnaryRequest(HEALTH_CHECK_PATH, (b) => b, (b) => b, Buffer.alloc(0), this.#metadata({}, sessionId), { deadline: Date.now() + timeoutMs }, (err) => done(err?.code === grpc.status.DEADLINE_EXCEEDED));
+        return { cancel: () => call.cancel() };
     }
     #metadata(o, sessionId) {
         checkMs("timeoutMs", o.timeoutMs);
@@ -163,7 +171,33 @@ export class Gateway {
         return md;
     }
     /** @internal */
-    unary(method, req, o, sessionId) {
+    async unary(method, req, o, sessionId) {
+        // A call whose stream a balancer reset (its replica died mid-response)
+        // is sent again when that is safe (see resume.ts, resendSafe).
+        const start = Date.now();
+        for (let attempt = 0;; attempt++) {
+            const left = o.timeoutMs === undefined ? undefined : Math.max(1, o.timeoutMs - (Date.now() - start));
+            try {
+                return await this.#unaryOnce(method, req, attempt === 0 ? o : { ...o, timeoutMs: left }, sessionId);
+            }
+            catch (err) {
+                const pause = resetBackoffMs(attempt);
+                if (attempt >= MAX_RESET_RESENDS ||
+                    !streamReset(err) ||
+                    !resendSafe(method.name, req) ||
+                    (o.timeoutMs !== undefined && Date.now() + pause >= start + o.timeoutMs)) {
+                    throw err;
+                }
+                try {
+                    await sleep(pause, undefined, { signal: o.signal });
+                }
+                catch {
+                    throw o.signal ? abortError(o.signal) : err;
+                }
+            }
+        }
+    }
+    #unaryOnce(method, req, o, sessionId) {
         return new Promise((resolve, reject) => {
             const md = this.#metadata(o, sessionId);
             if (o.signal?.aborted)
@@ -191,7 +225,7 @@ export class Gateway {
         });
     }
     /** @internal */
-    async *serverStream(method, req, o, sessionId) {
+    async *serverStream(method, req, o, sessionId, bounded = false) {
         const md = this.#metadata(o, sessionId);
         if (o.signal?.aborted)
             throw abortError(o.signal);
@@ -203,13 +237,21 @@ export class Gateway {
         const call = this.#client.makeServerStreamRequest(path(method), (m) => Buffer.from(toBinary(method.input, m)), (b) => fromBinary(method.output, b), create(method.input, req), md, own ? { credentials: own.credentials } : {});
         const onAbort = () => call.cancel();
         o.signal?.addEventListener("abort", onAbort, { once: true });
+        const bound = bounded ? this.#silence : undefined;
+        const silence = bound
+            ? new StreamSilence(bound, (done) => this.#healthCheck(sessionId, bound.timeoutMs, done), () => call.cancel())
+            : undefined;
         try {
-            for await (const m of call)
+            for await (const m of call) {
+                silence?.received();
                 yield m;
+            }
         }
         catch (err) {
             if (o.signal?.aborted)
                 throw abortError(o.signal);
+            if (silence?.silent)
+                throw replicaSilentError(bound);
             if (err instanceof Error && "code" in err && "metadata" in err) {
                 if (own?.expired && err.code === grpc.status.CANCELLED)
                     throw ownDeadlineError(o.timeoutMs);
@@ -219,6 +261,7 @@ export class Gateway {
             throw err;
         }
         finally {
+            silence?.stop();
             own?.done();
             o.signal?.removeEventListener("abort", onAbort);
             call.cancel(); // a no-op once the stream has ended; ends it on break
@@ -377,7 +420,7 @@ export class Session {
             const req = { sessionId: this.id, jobId, fromEventSeq: BigInt(r.cursor) };
             const co = first ? o : { ...o, timeoutMs: r.remaining(Date.now()) };
             try {
-                for await (const m of this.#gw.serverStream(SessionGateway.method.watchJob, req, co, this.id)) {
+                for await (const m of this.#gw.serverStream(SessionGateway.method.watchJob, req, co, this.id, true)) {
                     if (r.deliver(u64(m.eventSeq), m.item.case !== "event"))
                         yield item(m);
                     if (r.done)

@@ -20,7 +20,8 @@
  * @module
  */
 export { Gateway, Session, SESSION_METADATA_KEY, TIMEOUT_METADATA_KEY, TRACEPARENT_METADATA_KEY, isTraceparent, type CallOptions, type GatewayOptions, type Grant, type Job, type JobInfo, type JobOptions, type JobState, type Lease, type ListJobsOptions, type Progress, type ResultChunk, type SubscribeOptions, type Subscription, type Liveness, type OpenSessionParams, type Phase, type RunResult, type SessionInfo, type SessionStatus, type WatchItem, type WatchOptions, } from "./client.js";
-export { RESUMABLE_REASONS, resumable, type ResumePolicy } from "./resume.js";
+export { RESUMABLE_REASONS, resumable, streamReset, type ResumePolicy } from "./resume.js";
+export { DEFAULT_SILENCE_AFTER_MS, DEFAULT_SILENCE_TIMEOUT_MS, REASON_REPLICA_SILENT, type SilenceBound, } from "./silence.js";
 export { AbortedError, AlreadyExistsError, CancelledError, ClientClosedError, DataLossError, DeadlineExceededError, FailedPreconditionError, GatewayError, InternalError, InvalidArgumentError, NotFoundError, OutOfRangeError, PermissionDeniedError, ResourceExhaustedError, TimeoutExceededError, UnauthenticatedError, UnavailableError, UnimplementedError, UnknownError, type CodeName, type ErrorInfo, } from "./errors.js";
 export { retryServiceConfig } from "./gen/retry_service_config.js";
 export { fromRawOrValue, fromValue, toValue, type JsonValue } from "./values.js";

@@ -20,7 +20,8 @@
  * @module
  */
 export { Gateway, Session, SESSION_METADATA_KEY, TIMEOUT_METADATA_KEY, TRACEPARENT_METADATA_KEY, isTraceparent, } from "./client.js";
-export { RESUMABLE_REASONS, resumable } from "./resume.js";
+export { RESUMABLE_REASONS, resumable, streamReset } from "./resume.js";
+export { DEFAULT_SILENCE_AFTER_MS, DEFAULT_SILENCE_TIMEOUT_MS, REASON_REPLICA_SILENT, } from "./silence.js";
 export { AbortedError, AlreadyExistsError, CancelledError, ClientClosedError, DataLossError, DeadlineExceededError, FailedPreconditionError, GatewayError, InternalError, InvalidArgumentError, NotFoundError, OutOfRangeError, PermissionDeniedError, ResourceExhaustedError, TimeoutExceededError, UnauthenticatedError, UnavailableError, UnimplementedError, UnknownError, } from "./errors.js";
 export { retryServiceConfig } from "./gen/retry_service_config.js";
 export { fromRawOrValue, fromValue, toValue } from "./values.js";

@@ -1,5 +1,21 @@
 /** The ErrorInfo reasons of an UNAVAILABLE that a watch resumes after. */
 export declare const RESUMABLE_REASONS: ReadonlySet<string>;
+/**
+ * Whether err is a stream reset by the transport (a balancer whose upstream
+ * died mid-response): INTERNAL, no ErrorInfo (the gateway's own INTERNAL
+ * errors always carry one), and the RST_STREAM INTERNAL_ERROR text.
+ */
+export declare function streamReset(err: unknown): boolean;
+/** How many times a unary call is sent again after stream resets. */
+export declare const MAX_RESET_RESENDS = 2;
+/** The pause (ms) before re-send attempt (0-based) after a stream reset. */
+export declare const resetBackoffMs: (attempt: number) => number;
+/**
+ * Whether a unary call may be sent again after a stream reset (it may have
+ * run): reads, and RunJob/SubmitJob with an idempotency key (the client
+ * gives every call one), whose re-send gets the job the first created.
+ */
+export declare function resendSafe(method: string, req: unknown): boolean;
 /** Whether a watch cut by err may be re-opened from its cursor. */
 export declare function resumable(err: unknown): boolean;
 /** How a watch resumes itself (WatchOptions.resume; false turns it off). */

@@ -33,7 +33,8 @@ import {
   type OpenSessionResponse,
   type WatchJobResponse,
 } from "./gen/sessiongate/v1/sessiongate_pb.js";
-import { Resumer, type ResumePolicy } from "./resume.js";
+import { MAX_RESET_RESENDS, resendSafe, resetBackoffMs, Resumer, streamReset, type ResumePolicy } from "./resume.js";
+import { HEALTH_CHECK_PATH, replicaSilentError, silenceBound, StreamSilence, type SilenceBound } from "./silence.js";
 import { fromRawOrValue, toValue, type JsonValue } from "./values.js";
 
 /** Request metadata asking the gateway for a timeout, in milliseconds. */
@@ -191,6 +192,13 @@ export interface GatewayOptions {
   channelOptions?: grpc.ChannelOptions;
   /** grpc-js client interceptors, run on every call (e.g. for tracing). */
   interceptors?: grpc.Interceptor[];
+  /**
+   * The silence bound of watches (default on, 500 ms and 1000 ms): a watch
+   * stream quiet for afterMs health-checks its replica, and one that gets no
+   * answer within timeoutMs ends UNAVAILABLE REPLICA_SILENT and the watch
+   * resumes from its cursor (see silence.ts). false turns it off.
+   */
+  silenceBound?: SilenceBound | false;
 }
 
 /** What openSession sends. */
@@ -446,6 +454,7 @@ function checkMs(name: string, v: number | undefined): void {
 export class Gateway implements Disposable {
   readonly #client: grpc.Client;
   readonly #auth?: string;
+  readonly #silence?: Required<SilenceBound>;
   #closed = false;
 
   constructor(target: string, opts: GatewayOptions = {}) {
@@ -466,6 +475,21 @@ export class Gateway implements Disposable {
       interceptors: opts.interceptors,
     });
     this.#auth = opts.token ? `Bearer ${opts.token}` : undefined;
+    this.#silence = opts.silenceBound === false ? undefined : silenceBound(opts.silenceBound ?? {});
+  }
+
+  /** Health-checks the replica of sessionId (the session header routes it where a balancer routes the session). */
+  #healthCheck(sessionId: string | undefined, timeoutMs: number, done: (silent: boolean) => void): { cancel(): void } {
+    const call = this.#client.makeUnaryRequest(
+      HEALTH_CHECK_PATH,
+      (b: Buffer) => b,
+      (b: Buffer) => b,
+      Buffer.alloc(0),
+      this.#metadata({}, sessionId),
+      { deadline: Date.now() + timeoutMs },
+      (err) => done(err?.code === grpc.status.DEADLINE_EXCEEDED),
+    );
+    return { cancel: () => call.cancel() };
   }
 
   #metadata(o: CallOptions, sessionId: string | undefined): grpc.Metadata {
@@ -484,7 +508,39 @@ export class Gateway implements Disposable {
   }
 
   /** @internal */
-  unary<I extends DescMessage, O extends DescMessage>(
+  async unary<I extends DescMessage, O extends DescMessage>(
+    method: DescMethodUnary<I, O>,
+    req: MessageInitShape<I>,
+    o: CallOptions,
+    sessionId?: string,
+  ): Promise<MessageShape<O>> {
+    // A call whose stream a balancer reset (its replica died mid-response)
+    // is sent again when that is safe (see resume.ts, resendSafe).
+    const start = Date.now();
+    for (let attempt = 0; ; attempt++) {
+      const left = o.timeoutMs === undefined ? undefined : Math.max(1, o.timeoutMs - (Date.now() - start));
+      try {
+        return await this.#unaryOnce(method, req, attempt === 0 ? o : { ...o, timeoutMs: left }, sessionId);
+      } catch (err) {
+        const pause = resetBackoffMs(attempt);
+        if (
+          attempt >= MAX_RESET_RESENDS ||
+          !streamReset(err) ||
+          !resendSafe(method.name, req) ||
+          (o.timeoutMs !== undefined && Date.now() + pause >= start + o.timeoutMs)
+        ) {
+          throw err;
+        }
+        try {
+          await sleep(pause, undefined, { signal: o.signal });
+        } catch {
+          throw o.signal ? abortError(o.signal) : err;
+        }
+      }
+    }
+  }
+
+  #unaryOnce<I extends DescMessage, O extends DescMessage>(
     method: DescMethodUnary<I, O>,
     req: MessageInitShape<I>,
     o: CallOptions,
@@ -527,6 +583,7 @@ export class Gateway implements Disposable {
     req: MessageInitShape<I>,
     o: CallOptions,
     sessionId?: string,
+    bounded = false,
   ): AsyncGenerator<MessageShape<O>, void, undefined> {
     const md = this.#metadata(o, sessionId);
     if (o.signal?.aborted) throw abortError(o.signal);
@@ -544,10 +601,18 @@ export class Gateway implements Disposable {
     );
     const onAbort = () => call.cancel();
     o.signal?.addEventListener("abort", onAbort, { once: true });
+    const bound = bounded ? this.#silence : undefined;
+    const silence = bound
+      ? new StreamSilence(bound, (done) => this.#healthCheck(sessionId, bound.timeoutMs, done), () => call.cancel())
+      : undefined;
     try {
-      for await (const m of call) yield m as MessageShape<O>;
+      for await (const m of call) {
+        silence?.received();
+        yield m as MessageShape<O>;
+      }
     } catch (err) {
       if (o.signal?.aborted) throw abortError(o.signal);
+      if (silence?.silent) throw replicaSilentError(bound!);
       if (err instanceof Error && "code" in err && "metadata" in err) {
         if (own?.expired && (err as grpc.ServiceError).code === grpc.status.CANCELLED) throw ownDeadlineError(o.timeoutMs!);
         const passed = deadline !== undefined && Date.now() >= deadline - DEADLINE_SLACK_MS;
@@ -555,6 +620,7 @@ export class Gateway implements Disposable {
       }
       throw err;
     } finally {
+      silence?.stop();
       own?.done();
       o.signal?.removeEventListener("abort", onAbort);
       call.cancel(); // a no-op once the stream has ended; ends it on break
@@ -745,7 +811,7 @@ export class Session implements AsyncDisposable {
       const req = { sessionId: this.id, jobId, fromEventSeq: BigInt(r.cursor) };
       const co = first ? o : { ...o, timeoutMs: r.remaining(Date.now()) };
       try {
-        for await (const m of this.#gw.serverStream(SessionGateway.method.watchJob, req, co, this.id)) {
+        for await (const m of this.#gw.serverStream(SessionGateway.method.watchJob, req, co, this.id, true)) {
           if (r.deliver(u64(m.eventSeq), m.item.case !== "event")) yield item(m);
           if (r.done) return;
         }

@@ -49,7 +49,13 @@ export {
   type WatchItem,
   type WatchOptions,
 } from "./client.js";
-export { RESUMABLE_REASONS, resumable, type ResumePolicy } from "./resume.js";
+export { RESUMABLE_REASONS, resumable, streamReset, type ResumePolicy } from "./resume.js";
+export {
+  DEFAULT_SILENCE_AFTER_MS,
+  DEFAULT_SILENCE_TIMEOUT_MS,
+  REASON_REPLICA_SILENT,
+  type SilenceBound,
+} from "./silence.js";
 export {
   AbortedError,
   AlreadyExistsError,

@@ -3,8 +3,12 @@
 // A WatchJob stream can end without the job's end: the session was handed
 // off to another replica (UNAVAILABLE, reason SESSION_HANDED_OFF), its owner
 // could not be reached (OWNER_UNREACHABLE, NOT_OWNER, DIRECTORY_UNAVAILABLE),
-// the gateway drains (DRAINING), or the connection dropped (UNAVAILABLE
-// without ErrorInfo). The gateway delivers a job's items exactly once from
+// the gateway drains (DRAINING), the client's silence bound gave up on a
+// frozen replica (REPLICA_SILENT), the connection dropped (UNAVAILABLE
+// without ErrorInfo), or a balancer reset the stream because the replica
+// behind it died (INTERNAL without ErrorInfo whose message is the
+// transport's RST_STREAM text: nginx resets with INTERNAL_ERROR when its
+// upstream dies mid-response; see streamReset). The gateway delivers a job's items exactly once from
 // from_event_seq, so the client re-opens the watch from the last eventSeq it
 // delivered:
 //
@@ -31,12 +35,46 @@ export const RESUMABLE_REASONS: ReadonlySet<string> = new Set([
   "NOT_OWNER",
   "DIRECTORY_UNAVAILABLE",
   "DRAINING",
+  "REPLICA_SILENT",
 ]);
 
+const INTERNAL = 13;
 const UNAVAILABLE = 14;
+
+// The texts gRPC libraries give a stream that the peer reset with HTTP/2
+// RST_STREAM INTERNAL_ERROR (code 2): @grpc/grpc-js "Received RST_STREAM
+// with code 2", grpcio "Received RST_STREAM with error code 2", grpc-go
+// "stream terminated by RST_STREAM with error code: INTERNAL_ERROR".
+const RST_INTERNAL = /RST_STREAM with (?:error )?code:? (?:2|INTERNAL_ERROR)\b/;
+
+/**
+ * Whether err is a stream reset by the transport (a balancer whose upstream
+ * died mid-response): INTERNAL, no ErrorInfo (the gateway's own INTERNAL
+ * errors always carry one), and the RST_STREAM INTERNAL_ERROR text.
+ */
+export function streamReset(err: unknown): boolean {
+  return err instanceof GatewayError && err.code === INTERNAL && !err.reason && RST_INTERNAL.test(err.message);
+}
+
+/** How many times a unary call is sent again after stream resets. */
+export const MAX_RESET_RESENDS = 2;
+
+/** The pause (ms) before re-send attempt (0-based) after a stream reset. */
+export const resetBackoffMs = (attempt: number): number => 50 * 2 ** attempt;
+
+/**
+ * Whether a unary call may be sent again after a stream reset (it may have
+ * run): reads, and RunJob/SubmitJob with an idempotency key (the client
+ * gives every call one), whose re-send gets the job the first created.
+ */
+export function resendSafe(method: string, req: unknown): boolean {
+  if (method === "GetSessionStatus" || method === "ListSessions" || method === "ListJobs") return true;
+  return (method === "RunJob" || method === "SubmitJob") && !!(req as { idempotencyKey?: string }).idempotencyKey;
+}
 
 /** Whether a watch cut by err may be re-opened from its cursor. */
 export function resumable(err: unknown): boolean {
+  if (streamReset(err)) return true;
   if (!(err instanceof GatewayError) || err.code !== UNAVAILABLE) return false;
   return !err.reason || RESUMABLE_REASONS.has(err.reason);
 }

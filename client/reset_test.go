@@ -1,0 +1,303 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/stats"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/sessiongate/sessiongate/client"
+	gatewayv1 "github.com/sessiongate/sessiongate/gen/sessiongate/v1"
+)
+
+const resetNginxConf = `worker_processes 1;
+pid nginx.pid;
+error_log error.log;
+events { worker_connections 64; }
+http {
+    access_log off;
+    client_body_temp_path tmp;
+    proxy_temp_path tmp;
+    fastcgi_temp_path tmp;
+    uwsgi_temp_path tmp;
+    scgi_temp_path tmp;
+    server {
+        listen %s http2;
+        location / {
+            grpc_pass grpc://%s;
+            grpc_read_timeout 1h;
+        }
+    }
+}
+`
+
+// startNginx runs a real nginx (Debian's) in front of upstream, in a temp
+// dir, until the test ends; it returns nginx's address. Without nginx the
+// test skips, or fails under CI=true.
+func startNginx(t *testing.T, upstream string) string {
+	t.Helper()
+	bin, err := exec.LookPath("nginx")
+	if err != nil {
+		if _, serr := os.Stat("/usr/sbin/nginx"); serr == nil {
+			bin, err = "/usr/sbin/nginx", nil
+		}
+	}
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("nginx is not installed (apt-get install -y nginx)")
+		}
+		t.Skip("nginx is not installed")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "tmp"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "sessiongate.conf"), fmt.Appendf(nil, resetNginxConf, addr, upstream), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-p", dir, "-c", "sessiongate.conf", "-g", "daemon off;")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return addr
+		}
+		select {
+		case <-exited:
+			log, _ := os.ReadFile(filepath.Join(dir, "error.log"))
+			t.Fatalf("nginx exited: %s", log)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("nginx did not listen")
+		}
+		time.Sleep(20 * time.Millisecond) // polling a port, not synchronising goroutines
+	}
+}
+
+// TestWatchResumesAfterStreamReset: the real gateway behind a real nginx,
+// whose connection to the gateway is reset mid-stream (as a SIGKILLed
+// gateway's kernel does): nginx resets the client's stream with
+// RST_STREAM INTERNAL_ERROR, grpc-go reports INTERNAL "stream terminated
+// by RST_STREAM with error code: INTERNAL_ERROR", and the watch resumes
+// from its cursor: every event once, in order, then the result. Without
+// resume the cut is that INTERNAL.
+func TestWatchResumesAfterStreamReset(t *testing.T) {
+	for _, resume := range []bool{true, false} {
+		t.Run(map[bool]string{true: "resume", false: "without"}[resume], func(t *testing.T) {
+			p := newCutProxy(t, gw.Addr)
+			c, err := client.New(startNginx(t, p.addr()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			ctx := testContext(t, 60*time.Second)
+			s, err := c.OpenSession(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close(ctx)
+			job, err := s.Submit(ctx, "stream", map[string]any{"count": 12, "interval_ms": 60})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var opts []client.WatchOption
+			if !resume {
+				opts = append(opts, client.WithoutResume())
+			}
+			var items []*client.WatchItem
+			var failure error
+			for it, err := range s.Watch(ctx, job.ID, opts...) {
+				if err != nil {
+					failure = err
+					break
+				}
+				items = append(items, it)
+				if len(items) == 4 {
+					p.cut()
+				}
+			}
+			if !resume {
+				var e *client.Error
+				if !errors.As(failure, &e) || e.Code != codes.Internal || !client.StreamReset(failure) || len(items) != 4 {
+					t.Fatalf("without resume: %d items, %v (want the reset after 4)", len(items), failure)
+				}
+				return
+			}
+			if failure != nil {
+				t.Fatal(failure)
+			}
+			if p.connections() < 2 {
+				t.Errorf("%d connections from nginx: the watch was never resumed", p.connections())
+			}
+			if len(items) != 13 {
+				t.Fatalf("%d items, want 12 events and the result", len(items))
+			}
+			for i, it := range items[:12] {
+				if it.Event == nil || it.Event.Body.(map[string]any)["i"] != float64(i) {
+					t.Errorf("item %d: %+v", i, it)
+				}
+				if i > 0 && it.EventSeq <= items[i-1].EventSeq {
+					t.Errorf("event_seq not increasing at %d", i)
+				}
+			}
+			if r := items[12].Result; r == nil || r.Result.(map[string]any)["count"] != 12.0 {
+				t.Errorf("last item %+v", items[12])
+			}
+		})
+	}
+}
+
+// resetServer is a SessionGateway whose first RunJob sends its response
+// header and then waits (for the test to reset its connection); later
+// attempts answer, or, with internal set, every attempt fails with the
+// gateway's own INTERNAL (ErrorInfo) in the reset's words.
+type resetServer struct {
+	gatewayv1.UnimplementedSessionGatewayServer
+	internal bool
+
+	mu   sync.Mutex
+	keys []string
+}
+
+func (r *resetServer) RunJob(ctx context.Context, req *gatewayv1.RunJobRequest) (*gatewayv1.RunJobResponse, error) {
+	r.mu.Lock()
+	r.keys = append(r.keys, req.GetIdempotencyKey())
+	first := len(r.keys) == 1
+	r.mu.Unlock()
+	if r.internal {
+		st, _ := status.New(codes.Internal, "stream terminated by RST_STREAM with error code: INTERNAL_ERROR").WithDetails(
+			&errdetails.ErrorInfo{Reason: "INTERNAL", Domain: "sessiongate"})
+		return nil, st.Err()
+	}
+	if first {
+		if err := grpc.SendHeader(ctx, metadata.Pairs("x-test", "early")); err != nil {
+			return nil, err
+		}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return &gatewayv1.RunJobResponse{JobId: "j", Result: structpb.NewStringValue("ok")}, nil
+}
+
+// headerSeen is a stats handler that closes seen at the first response
+// header the client receives.
+type headerSeen struct {
+	once sync.Once
+	seen chan struct{}
+}
+
+func (h *headerSeen) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+func (h *headerSeen) HandleRPC(_ context.Context, s stats.RPCStats) {
+	if _, ok := s.(*stats.InHeader); ok {
+		h.once.Do(func() { close(h.seen) })
+	}
+}
+func (h *headerSeen) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+func (h *headerSeen) HandleConn(context.Context, stats.ConnStats)                       {}
+
+func (r *resetServer) attempts() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.keys)
+}
+
+// TestRunResentAfterStreamReset: a Run whose stream nginx resets after the
+// response header (its upstream connection reset, as when the replica is
+// SIGKILLed) is sent again with the same idempotency key and answers; the
+// gateway's own INTERNAL (with ErrorInfo, even in the reset's words) is
+// not sent again.
+func TestRunResentAfterStreamReset(t *testing.T) {
+	for _, internal := range []bool{false, true} {
+		t.Run(map[bool]string{false: "reset", true: "gateway-internal"}[internal], func(t *testing.T) {
+			lis, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs := &resetServer{internal: internal}
+			srv := grpc.NewServer()
+			gatewayv1.RegisterSessionGatewayServer(srv, rs)
+			served := make(chan struct{})
+			go func() { defer close(served); _ = srv.Serve(lis) }()
+			t.Cleanup(func() { srv.Stop(); <-served })
+			p := newCutProxy(t, lis.Addr().String())
+			header := &headerSeen{seen: make(chan struct{})}
+			c, err := client.New(startNginx(t, p.addr()), client.WithDialOptions(grpc.WithStatsHandler(header)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			ctx := testContext(t, 30*time.Second)
+			cut := make(chan struct{})
+			go func() {
+				defer close(cut)
+				// Reset once the client has the response header: nginx
+				// then resets the stream (before it, nginx answers 502,
+				// an UNAVAILABLE the retry policy covers).
+				select {
+				case <-header.seen:
+					p.cut()
+				case <-ctx.Done():
+				}
+			}()
+			res, err := c.Session("s1.test").Run(ctx, "echo", 1)
+			if internal {
+				var e *client.Error
+				if !errors.As(err, &e) || e.Code != codes.Internal || e.Reason != "INTERNAL" {
+					t.Fatalf("Run: %v, want the gateway's INTERNAL", err)
+				}
+				if n := len(rs.attempts()); n != 1 {
+					t.Fatalf("%d attempts, want 1: the gateway's INTERNAL is not a reset", n)
+				}
+				return
+			}
+			<-cut
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			if res.Result != "ok" {
+				t.Errorf("result %v", res.Result)
+			}
+			keys := rs.attempts()
+			if len(keys) != 2 || keys[0] == "" || keys[0] != keys[1] {
+				t.Errorf("attempts carried keys %q, want two of one key", keys)
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -34,21 +35,28 @@ import (
 // forward that broke after the owner's header came is not sent again: its
 // outcome is unknown.
 
-// sentKey carries a forward's *sentMark to the peer stats handler.
+// sentKey carries a forward's *attempt to the peer stats handler.
 type sentKey struct{}
 
 // sentMark is set once a forward's request headers were handed to a live
 // peer transport (stats.OutHeader): from then on the peer may have it.
 type sentMark struct{ sent atomic.Bool }
 
-// peerStats is the stats handler of peer connections that sets sentMark.
+// peerStats is the stats handler of peer connections: it sets a forward's
+// sentMark, and reports the owner's response header (stats.InHeader) to a
+// unary forward, whose goroutine does not wait for it (attempt.answered).
 type peerStats struct{}
 
 func (peerStats) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
 func (peerStats) HandleRPC(ctx context.Context, s stats.RPCStats) {
-	if _, ok := s.(*stats.OutHeader); ok {
-		if m, ok := ctx.Value(sentKey{}).(*sentMark); ok {
-			m.sent.Store(true)
+	switch s.(type) {
+	case *stats.OutHeader:
+		if a, ok := ctx.Value(sentKey{}).(*attempt); ok {
+			a.mark.sent.Store(true)
+		}
+	case *stats.InHeader:
+		if a, ok := ctx.Value(sentKey{}).(*attempt); ok && a.c != nil {
+			a.answered()
 		}
 	}
 }
@@ -60,36 +68,97 @@ func (peerStats) HandleConn(context.Context, stats.ConnStats)                   
 var errNoFirstByte = errors.New("cluster: the session's owner sent no response header within the first-byte bound")
 
 // attempt bounds one forward: until its response header comes, a timer
-// of PeerFirstByte may cancel it. ctx is what the forward runs in; done
-// (once the header came or the forward ended) says what happened.
+// of PeerFirstByte may cancel it. ctx is what the forward runs in;
+// answered (once the header came or the forward ended) says what happened.
+//
+// A stream forward calls answered itself once Header returns. A unary
+// forward (c set) does not wait for the header: the peer transport's
+// reader reports it (peerStats), which saves the forward's goroutine a
+// wake-up per call, and answered then starts watching the peer
+// (watchPeer), which end stops. state orders the timer, the header and
+// the end.
 type attempt struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	timer  *time.Timer
 	mark   sentMark
+	// A unary forward's peer, watched from the header on (watchPeer); c
+	// is nil for a stream forward, which watches the peer itself.
+	c    *clusterState
+	addr string
+	cc   *grpc.ClientConn
+
+	mu      sync.Mutex
+	state   attemptState // guarded by mu
+	unwatch func()       // guarded by mu: watchPeer's done
 }
+
+// attemptState is where a forward stands against its first-byte bound.
+type attemptState uint8
+
+const (
+	attemptPending   attemptState = iota // no header yet, within the bound
+	attemptAnswered                      // the header came within the bound
+	attemptAbandoned                     // the bound passed first: cancelled
+	attemptEnded                         // end was called
+)
 
 func (c *clusterState) newAttempt(parent context.Context) *attempt {
 	a := &attempt{}
-	a.ctx, a.cancel = context.WithCancelCause(context.WithValue(parent, sentKey{}, &a.mark))
+	a.ctx, a.cancel = context.WithCancelCause(context.WithValue(parent, sentKey{}, a))
 	if d := c.cfg.PeerFirstByte; d > 0 {
-		a.timer = time.AfterFunc(d, func() { a.cancel(errNoFirstByte) })
+		a.timer = time.AfterFunc(d, a.firstByteLapsed)
 	}
 	return a
+}
+
+// newUnaryAttempt is newAttempt for a unary forward to addr over cc: the
+// peer is watched from the owner's header on (see attempt).
+func (c *clusterState) newUnaryAttempt(parent context.Context, addr string, cc *grpc.ClientConn) *attempt {
+	a := c.newAttempt(parent)
+	a.c, a.addr, a.cc = c, addr, cc
+	return a
+}
+
+// firstByteLapsed is the timer's: no header within the bound.
+func (a *attempt) firstByteLapsed() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.state == attemptPending {
+		a.state = attemptAbandoned
+		a.cancel(errNoFirstByte)
+	}
 }
 
 // answered stops the first-byte timer: the header came (or the forward
 // ended). It reports false when the timer had already cancelled it.
 func (a *attempt) answered() bool {
-	if a.timer == nil {
-		return true
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.state != attemptPending {
+		return a.state == attemptAnswered
 	}
-	return a.timer.Stop() || !errors.Is(context.Cause(a.ctx), errNoFirstByte)
+	a.state = attemptAnswered
+	if a.timer != nil {
+		a.timer.Stop()
+	}
+	if a.c != nil {
+		a.unwatch = a.c.watchPeer(a.addr, a.cc)
+	}
+	return true
 }
 
 func (a *attempt) end() {
+	a.mu.Lock()
+	a.state = attemptEnded
+	unwatch := a.unwatch
+	a.unwatch = nil
+	a.mu.Unlock()
 	if a.timer != nil {
 		a.timer.Stop()
+	}
+	if unwatch != nil {
+		unwatch()
 	}
 	a.cancel(nil)
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -366,5 +367,69 @@ func TestCallForwardedAfterWaits(t *testing.T) {
 		if n < 3 {
 			t.Fatalf("a call was routed %d times: the script's waits did not happen", n)
 		}
+	}
+}
+
+// TestForwardFirstByteBound: gw-b forwards RunJob calls to gw-a with a
+// 200 ms first-byte bound. The first forward gw-a takes is held before its
+// routing (an owner frozen before it sent its header): gw-b abandons it
+// after the bound (forward_retries{why=no_first_byte}) and sends the call
+// again, which gw-a serves. A forward whose owner sent its header at once
+// but runs 600 ms (sleep) is not abandoned: gw-b's forward does not wait
+// for the header, the peer transport reports it (peerStats), and that
+// stops the bound — if the report were lost, the call would be abandoned
+// at 200 ms and sent twice.
+func TestForwardFirstByteBound(t *testing.T) {
+	ctx := ctxT(t, 60*time.Second)
+	r := newForwardRig(t)
+	var held, forwarded atomic.Int32
+	hook := func(route routeFunc, ctx context.Context, id string, cached, write bool) (cluster.Action, string, string, error) {
+		if forwardedFrom(ctx) != "" {
+			forwarded.Add(1)
+			if held.Add(1) == 1 {
+				<-ctx.Done() // until gw-b gives the forward up
+				return cluster.Unavailable, "", "", ctx.Err()
+			}
+		}
+		return route(ctx, id, cached, write)
+	}
+	a := r.start("gw-a", func(cc *ClusterConfig) { cc.SweepEvery, cc.routeHook = time.Hour, hook })
+	b := r.start("gw-b", func(cc *ClusterConfig) {
+		cc.SweepEvery, cc.PeerFirstByte, cc.OwnerWait = time.Hour, 200*time.Millisecond, 5*time.Second
+	})
+	open, err := a.client.OpenSession(ctx, &sessiongatev1.OpenSessionRequest{ClientName: "first-byte-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := open.GetSessionId()
+	waitOwner(t, ctx, b.dir, sid, "gw-a")
+	noFirstByte := b.gw.cluster.m.forwardRetries.WithLabelValues("no_first_byte")
+
+	owner, err := echoOn(ctx, b, sid, 10*time.Second)
+	if err != nil || owner != "gw-a" {
+		t.Fatalf("RunJob through gw-b, first forward held by gw-a: owner %q, %v", owner, err)
+	}
+	if n := counterOf(noFirstByte); n != 1 {
+		t.Fatalf("forward_retries{why=no_first_byte} = %v after the held forward, want 1", n)
+	}
+	if n := forwarded.Load(); n != 2 {
+		t.Fatalf("gw-a routed %d forwarded calls, want 2 (the held one, then the one sent again)", n)
+	}
+
+	in, _ := structpb.NewValue(map[string]any{"ms": 600})
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	if _, err := b.client.RunJob(cctx, &sessiongatev1.RunJobRequest{SessionId: sid, Agent: "sleep", Input: in}); err != nil {
+		t.Fatalf("RunJob(sleep 600 ms) through gw-b: %v", err)
+	}
+	if d := time.Since(start); d < 600*time.Millisecond {
+		t.Fatalf("RunJob(sleep 600 ms) answered in %v", d)
+	}
+	if n := counterOf(noFirstByte); n != 1 {
+		t.Fatalf("forward_retries{why=no_first_byte} = %v after a 600 ms call whose owner sent its header at once, want still 1", n)
+	}
+	if n := forwarded.Load(); n != 3 {
+		t.Fatalf("gw-a routed %d forwarded calls, want 3: the 600 ms call was sent more than once", n)
 	}
 }

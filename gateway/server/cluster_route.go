@@ -686,23 +686,15 @@ func (c *clusterState) forwardUnary(ctx context.Context, method string, mi *meth
 	// The owner's answer is passed on as it came (wirecodec.RawMessage).
 	reply := &wirecodec.RawMessage{}
 	caller, digest := callerFrom(ctx), bodyDigest(req)
-	at := c.newAttempt(c.outgoing(ctx, method, caller, owner, id, digest))
+	at := c.newUnaryAttempt(c.outgoing(ctx, method, caller, owner, id, digest), addr, cc)
 	defer at.end()
-	// The owner sends its hints in its header (at once) and its trailer;
-	// the trailer comes with every answer, an error too.
+	// The owner sends its hints in its header (at once: the transport's
+	// reader reports it to at) and its trailer; the trailer comes with
+	// every answer, an error too. Invoke, not NewStream: grpc-go starts a
+	// goroutine per stream to watch its context, except for its own unary
+	// calls.
 	var trl metadata.MD
-	cs, err := cc.NewStream(at.ctx, &unaryDesc, method, grpc.ForceCodecV2(c.codec))
-	if err == nil {
-		if err = cs.SendMsg(req); err == nil || errors.Is(err, io.EOF) {
-			_ = cs.CloseSend()
-			_, _ = cs.Header()
-			if at.answered() {
-				defer c.watchPeer(addr, cc)()
-			}
-			err = cs.RecvMsg(reply)
-		}
-		trl = cs.Trailer()
-	}
+	err = cc.Invoke(at.ctx, method, req, reply, grpc.Trailer(&trl), grpc.ForceCodecV2(c.codec))
 	c.m.forwardSeconds.Observe(time.Since(start).Seconds())
 	if why, ok := at.unreachable(ctx, err); ok {
 		c.owners.Forget(id)
@@ -723,9 +715,6 @@ func (c *clusterState) forwardUnary(ctx context.Context, method string, mi *meth
 	}
 	return reply, false, nil
 }
-
-// unaryDesc is the stream of a forwarded unary call.
-var unaryDesc = grpc.StreamDesc{}
 
 // unreachableError is the answer of a forward that did not reach the owner
 // (retryable: once the owner's lease expires another replica takes the

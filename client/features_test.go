@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -155,37 +156,7 @@ func TestWatchResumesAfterCut(t *testing.T) {
 	for _, resume := range []bool{true, false} {
 		t.Run(map[bool]string{true: "resume", false: "without"}[resume], func(t *testing.T) {
 			p := newCutProxy(t, gw.Addr)
-			c, err := client.New(p.addr())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			ctx := testContext(t, 60*time.Second)
-			s, err := c.OpenSession(ctx, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close(ctx)
-			job, err := s.Submit(ctx, "stream", map[string]any{"count": 12, "interval_ms": 60})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var opts []client.WatchOption
-			if !resume {
-				opts = append(opts, client.WithoutResume())
-			}
-			var items []*client.WatchItem
-			var failure error
-			for it, err := range s.Watch(ctx, job.ID, opts...) {
-				if err != nil {
-					failure = err
-					break
-				}
-				items = append(items, it)
-				if len(items) == 3 || len(items) == 7 {
-					p.cut()
-				}
-			}
+			items, failure := watchWithCuts(t, p.addr(), p, resume, 3, 7)
 			if !resume {
 				var e *client.Error
 				if !errors.As(failure, &e) || e.Code != codes.Unavailable || len(items) != 3 {
@@ -201,21 +172,66 @@ func TestWatchResumesAfterCut(t *testing.T) {
 			if p.connections() < 2 {
 				t.Errorf("%d connections: the watch was never resumed", p.connections())
 			}
-			if len(items) != 13 {
-				t.Fatalf("%d items, want 12 events and the result", len(items))
-			}
-			for i, it := range items[:12] {
-				if it.Event == nil || it.Event.Body.(map[string]any)["i"] != float64(i) {
-					t.Errorf("item %d: %+v", i, it)
-				}
-				if i > 0 && it.EventSeq <= items[i-1].EventSeq {
-					t.Errorf("event_seq not increasing at %d", i)
-				}
-			}
-			if r := items[12].Result; r == nil || r.Result.(map[string]any)["count"] != 12.0 {
-				t.Errorf("last item %+v", items[12])
-			}
+			checkStreamOf12(t, items)
 		})
+	}
+}
+
+// watchWithCuts watches a 12-event stream job through target (p, or a
+// balancer in front of p) and cuts p's connections after the items
+// numbered in cutAt; it returns the items and the error that ended the
+// watch.
+func watchWithCuts(t *testing.T, target string, p *cutProxy, resume bool, cutAt ...int) ([]*client.WatchItem, error) {
+	t.Helper()
+	c, err := client.New(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := testContext(t, 60*time.Second)
+	s, err := c.OpenSession(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	job, err := s.Submit(ctx, "stream", map[string]any{"count": 12, "interval_ms": 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var opts []client.WatchOption
+	if !resume {
+		opts = append(opts, client.WithoutResume())
+	}
+	var items []*client.WatchItem
+	for it, err := range s.Watch(ctx, job.ID, opts...) {
+		if err != nil {
+			return items, err
+		}
+		items = append(items, it)
+		if slices.Contains(cutAt, len(items)) {
+			p.cut()
+		}
+	}
+	return items, nil
+}
+
+// checkStreamOf12 checks a whole watch of a 12-event stream job: each
+// event once, in order, then the result.
+func checkStreamOf12(t *testing.T, items []*client.WatchItem) {
+	t.Helper()
+	if len(items) != 13 {
+		t.Fatalf("%d items, want 12 events and the result", len(items))
+	}
+	for i, it := range items[:12] {
+		if it.Event == nil || it.Event.Body.(map[string]any)["i"] != float64(i) {
+			t.Errorf("item %d: %+v", i, it)
+		}
+		if i > 0 && it.EventSeq <= items[i-1].EventSeq {
+			t.Errorf("event_seq not increasing at %d", i)
+		}
+	}
+	if r := items[12].Result; r == nil || r.Result.(map[string]any)["count"] != 12.0 {
+		t.Errorf("last item %+v", items[12])
 	}
 }
 

@@ -122,37 +122,7 @@ func TestWatchResumesAfterStreamReset(t *testing.T) {
 	for _, resume := range []bool{true, false} {
 		t.Run(map[bool]string{true: "resume", false: "without"}[resume], func(t *testing.T) {
 			p := newCutProxy(t, gw.Addr)
-			c, err := client.New(startNginx(t, p.addr()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			ctx := testContext(t, 60*time.Second)
-			s, err := c.OpenSession(ctx, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close(ctx)
-			job, err := s.Submit(ctx, "stream", map[string]any{"count": 12, "interval_ms": 60})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var opts []client.WatchOption
-			if !resume {
-				opts = append(opts, client.WithoutResume())
-			}
-			var items []*client.WatchItem
-			var failure error
-			for it, err := range s.Watch(ctx, job.ID, opts...) {
-				if err != nil {
-					failure = err
-					break
-				}
-				items = append(items, it)
-				if len(items) == 4 {
-					p.cut()
-				}
-			}
+			items, failure := watchWithCuts(t, startNginx(t, p.addr()), p, resume, 4)
 			if !resume {
 				var e *client.Error
 				if !errors.As(failure, &e) || e.Code != codes.Internal || !client.StreamReset(failure) || len(items) != 4 {
@@ -166,20 +136,7 @@ func TestWatchResumesAfterStreamReset(t *testing.T) {
 			if p.connections() < 2 {
 				t.Errorf("%d connections from nginx: the watch was never resumed", p.connections())
 			}
-			if len(items) != 13 {
-				t.Fatalf("%d items, want 12 events and the result", len(items))
-			}
-			for i, it := range items[:12] {
-				if it.Event == nil || it.Event.Body.(map[string]any)["i"] != float64(i) {
-					t.Errorf("item %d: %+v", i, it)
-				}
-				if i > 0 && it.EventSeq <= items[i-1].EventSeq {
-					t.Errorf("event_seq not increasing at %d", i)
-				}
-			}
-			if r := items[12].Result; r == nil || r.Result.(map[string]any)["count"] != 12.0 {
-				t.Errorf("last item %+v", items[12])
-			}
+			checkStreamOf12(t, items)
 		})
 	}
 }

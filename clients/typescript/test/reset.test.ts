@@ -27,12 +27,12 @@ import {
   RunJobRequestSchema,
   RunJobResponseSchema,
   type RunJobRequest,
-  WatchJobRequestSchema,
   WatchJobResponseSchema,
   type WatchJobRequest,
 } from "../src/gen/sessiongate/v1/sessiongate_pb.js";
 import { Gateway, GatewayError, InternalError, streamReset } from "../src/index.js";
 import { CutProxy } from "./gateway.js";
+import { watchJobDef } from "./fake-watch.js";
 
 type WatchCall = grpc.ServerWritableStream<WatchJobRequest, unknown>;
 
@@ -41,15 +41,7 @@ async function fakeGateway(handler: (call: WatchCall) => void): Promise<{ addr: 
   const server = new grpc.Server();
   server.addService(
     {
-      WatchJob: {
-        path: "/sessiongate.v1.SessionGateway/WatchJob",
-        requestStream: false,
-        responseStream: true,
-        requestSerialize: (m: unknown) => Buffer.from(toBinary(WatchJobRequestSchema, m as never)),
-        requestDeserialize: (b: Buffer) => fromBinary(WatchJobRequestSchema, b),
-        responseSerialize: (m: unknown) => Buffer.from(toBinary(WatchJobResponseSchema, m as never)),
-        responseDeserialize: (b: Buffer) => fromBinary(WatchJobResponseSchema, b),
-      },
+      WatchJob: watchJobDef,
     } as grpc.ServiceDefinition,
     { WatchJob: handler },
   );

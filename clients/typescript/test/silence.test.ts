@@ -6,17 +6,17 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
-import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { create } from "@bufbuild/protobuf";
 import * as grpc from "@grpc/grpc-js";
 
 import {
   JobEventSchema,
   JobResultSchema,
-  WatchJobRequestSchema,
   WatchJobResponseSchema,
   type WatchJobRequest,
 } from "../src/gen/sessiongate/v1/sessiongate_pb.js";
 import { DeadlineExceededError, Gateway, type GatewayOptions } from "../src/index.js";
+import { watchJobDef } from "./fake-watch.js";
 
 const item = (seq: number) =>
   create(WatchJobResponseSchema, {
@@ -45,15 +45,7 @@ async function replica(frozen: boolean, pauseMs = 0) {
   const server = new grpc.Server();
   server.addService(
     {
-      WatchJob: {
-        path: "/sessiongate.v1.SessionGateway/WatchJob",
-        requestStream: false,
-        responseStream: true,
-        requestSerialize: (m: unknown) => Buffer.from(toBinary(WatchJobRequestSchema, m as never)),
-        requestDeserialize: (b: Buffer) => fromBinary(WatchJobRequestSchema, b),
-        responseSerialize: (m: unknown) => Buffer.from(toBinary(WatchJobResponseSchema, m as never)),
-        responseDeserialize: (b: Buffer) => fromBinary(WatchJobResponseSchema, b),
-      },
+      WatchJob: watchJobDef,
       Check: {
         path: "/grpc.health.v1.Health/Check",
         requestStream: false,

@@ -16,7 +16,7 @@ import grpc
 from ._depth import check_input_depth
 from ._idempotency import call_key
 from ._limits import with_receive_limit
-from ._resume import MAX_RESET_RESENDS, ResumePolicy, Resumer, resend_safe, reset_backoff, stream_reset
+from ._resume import MAX_RESET_RESENDS, ResumePolicy, Resumer, resend_pause
 from ._silence import HEALTH_CHECK_METHOD, SilenceBound, StreamSilence, is_silence, replica_silent_error
 from ._values import from_raw_or_value, to_value
 from .errors import CancelledError, ClientClosedError, GatewayError, from_rpc_error
@@ -577,14 +577,9 @@ class Gateway:
             except grpc.RpcError as err:
                 gerr = self._error(err)
             # A stream a balancer reset (its replica died mid-response) is
-            # sent again when that is safe (see _resume.resend_safe).
-            pause = reset_backoff(attempt)
-            if (
-                attempt == MAX_RESET_RESENDS
-                or not stream_reset(gerr)
-                or not resend_safe(method, request)
-                or (deadline is not None and time.monotonic() + pause >= deadline)
-            ):
+            # sent again when that is safe (see _resume.resend_pause).
+            pause = resend_pause(attempt, gerr, method, request, deadline)
+            if pause is None:
                 raise gerr
             time.sleep(pause)
         raise AssertionError("unreachable")
@@ -759,13 +754,9 @@ class Session:
                 return call.result()
             except GatewayError as err:
                 # A stream a balancer reset is sent again with the same
-                # idempotency key (see _resume.resend_safe).
-                pause = reset_backoff(attempt)
-                if (
-                    attempt == MAX_RESET_RESENDS
-                    or not stream_reset(err)
-                    or (deadline is not None and time.monotonic() + pause >= deadline)
-                ):
+                # idempotency key (see _resume.resend_pause).
+                pause = resend_pause(attempt, err, "RunJob", req, deadline)
+                if pause is None:
                     raise
                 time.sleep(pause)
             except BaseException:

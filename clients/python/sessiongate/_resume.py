@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import random
 import re
+import time
 from dataclasses import dataclass
 from typing import Callable, List, Optional
 
@@ -75,6 +76,25 @@ def resend_safe(method: str, request: object) -> bool:
 def reset_backoff(attempt: int) -> float:
     """The pause before re-send ``attempt`` (0-based) after a stream reset."""
     return 0.05 * (2**attempt)
+
+
+def resend_pause(
+    attempt: int, err: GatewayError, method: str, request: object, deadline: Optional[float]
+) -> Optional[float]:
+    """The pause before sending a unary call again after attempt ``attempt``
+    (0-based) failed with err, or None when it is not sent again: err is not
+    a stream reset, the call is not safe to send twice (resend_safe), the
+    re-sends are spent, or the pause would pass the call's deadline
+    (time.monotonic())."""
+    pause = reset_backoff(attempt)
+    if (
+        attempt >= MAX_RESET_RESENDS
+        or not stream_reset(err)
+        or not resend_safe(method, request)
+        or (deadline is not None and time.monotonic() + pause >= deadline)
+    ):
+        return None
+    return pause
 
 
 def retryable(err: GatewayError) -> bool:

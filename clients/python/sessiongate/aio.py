@@ -67,7 +67,7 @@ from ._client import (
     SESSION_METADATA_KEY,
     TIMEOUT_METADATA_KEY,
 )
-from ._resume import MAX_RESET_RESENDS, ResumePolicy, Resumer, resend_safe, reset_backoff, stream_reset
+from ._resume import MAX_RESET_RESENDS, ResumePolicy, Resumer, resend_pause
 from ._silence import HEALTH_CHECK_METHOD, SilenceBound, is_silence, replica_silent_error
 from ._values import to_value
 from .errors import ClientClosedError, GatewayError, from_rpc_error
@@ -166,14 +166,9 @@ class Gateway:
             except grpc.aio.UsageError as err:
                 raise ClientClosedError(f"the Gateway's channel is closed ({err})") from None
             # A stream a balancer reset is sent again when that is safe
-            # (see sessiongate._resume.resend_safe).
-            pause = reset_backoff(attempt)
-            if (
-                attempt == MAX_RESET_RESENDS
-                or not stream_reset(gerr)
-                or not resend_safe(method, request)
-                or (deadline is not None and time.monotonic() + pause >= deadline)
-            ):
+            # (see sessiongate._resume.resend_pause).
+            pause = resend_pause(attempt, gerr, method, request, deadline)
+            if pause is None:
                 raise gerr
             await asyncio.sleep(pause)
         raise AssertionError("unreachable")

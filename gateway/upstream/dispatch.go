@@ -216,14 +216,14 @@ func (c *Conn) deliverLocked(id correlate.ID, jobID string) {
 		revived := c.tombs.Take(jobID, time.Now())
 		j = c.addJobLocked(jobID)
 		if accepting && !revived {
-			j.startAfter, j.startKnown = c.lastSeq.Load(), true
+			j.startAfter = c.lastSeq.Load()
 		}
 	} else if j.held {
 		j.held = false // its held events are the caller's now
 		if accepting && j.base == 0 && len(j.items) > 0 {
 			// Events before the accept (a runtime that sends them
 			// first): the job starts before its first one.
-			j.startAfter, j.startKnown = min(c.lastSeq.Load(), j.items[0].Seq-1), true
+			j.startAfter = min(c.lastSeq.Load(), j.items[0].Seq-1)
 		}
 	}
 	if r.awaited {

@@ -98,12 +98,11 @@ type job struct {
 	handedAt   time.Time         // when a caller of this connection first got it (DeliveredAt)
 	chunks     chunkAssembler
 	doneCh     chan struct{} // JobDone, created on demand
-	startAfter uint64        // startKnown: every item of the job has a seq above it (JobStartAfter)
-	startKnown bool
-	adopted    bool // registered by a takeover (adoptJobLocked): history from c.adoptFrom on
-	refined    bool // adopted: its history's start was checked against the job listing (refineLocked)
-	evicted    bool // the terminal was trimmed under the caps: Wait says ErrResultEvicted
-	awaited    bool // a caller will Wait for the terminal: the caps keep it (see enforceCapsLocked)
+	startAfter uint64        // every item of the job has a seq above it; 0 when not known (JobStartAfter)
+	adopted    bool          // registered by a takeover (adoptJobLocked): history from c.adoptFrom on
+	refined    bool          // adopted: its history's start was checked against the job listing (refineLocked)
+	evicted    bool          // the terminal was trimmed under the caps: Wait says ErrResultEvicted
+	awaited    bool          // a caller will Wait for the terminal: the caps keep it (see enforceCapsLocked)
 }
 
 // waitChLocked returns a channel closed at j's next change.
@@ -742,7 +741,7 @@ func (w *Watcher) Close() {
 func (c *Conn) JobStartAfter(jobID string) uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if j := c.jobs[jobID]; j != nil && j.startKnown {
+	if j := c.jobs[jobID]; j != nil {
 		return j.startAfter
 	}
 	return 0

@@ -833,12 +833,21 @@ func (c *Conn) AdoptJob(ctx context.Context, jobID string) error {
 	switch st {
 	case arcp.StatusSuccess, arcp.StatusError, arcp.StatusCancelled, arcp.StatusTimedOut:
 		if _, ok := c.jobs[jobID]; ok {
-			// Ended, but its frames after the takeover were replayed
-			// here meanwhile (the resume's replay precedes the listing's
-			// answer on the transport): adopted with them.
+			// Ended, and its frames after the takeover were replayed
+			// here meanwhile: adopted with them.
 			return nil
 		}
-		return ErrSlowConsumer
+		if last, ok := l.last[jobID]; !ok || last <= c.adoptFrom || c.lastSeq.Load() >= last {
+			// Ended before the resume point (its events were acked
+			// and are gone), or nothing says its frames are still to
+			// come: not servable here.
+			return ErrSlowConsumer
+		}
+		// Ended after the resume point: its last frames are in the
+		// resume's replay, which has not reached them yet. A runtime
+		// may answer the listing before it finishes the replay (the
+		// reference runtime sends control frames first), so the job
+		// is registered now and its frames fill it as they come.
 	}
 	if _, ok := c.jobs[jobID]; ok || c.ended {
 		return nil

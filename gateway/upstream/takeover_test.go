@@ -109,3 +109,80 @@ func TestTakeoverContinuesJobs(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestAdoptEndedJobAheadOfItsReplay: a job that ended after the resume
+// point, watched on the taking-over connection before the resume's replay
+// has reached its frames. The reference runtime answers the listing that
+// AdoptJob reads ahead of the replay (control frames first), so the listing
+// says "success" while the connection has none of the job's frames yet.
+// Before, AdoptJob took that for a job that ended before the takeover and
+// answered ErrSlowConsumer: the caller's watch was cut for good although
+// every event it lacked was on its way. Now the job is registered and its
+// replayed frames fill it: every event once, in order, then the result. A
+// long job of the same session replays first, so the listing's answer
+// overtakes the replay.
+func TestAdoptEndedJobAheadOfItsReplay(t *testing.T) {
+	srv := runtimeServer(t, arcpruntime.Options{MaxBufferedEvents: 40000})
+	ctx := testCtx(t, 30*time.Second)
+	cfg := baseConfig(srv.URL())
+	cfg.AckLimited = true // nothing acked: the whole session stays replayable
+	var tokens []string
+	cfg.OnWelcome = func(_, tok string) { tokens = append(tokens, tok) }
+	a, err := upstream.Dial(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(count int) (string, uint64) {
+		acc, err := a.Submit(ctx, arcp.Submit{Agent: "stream", Input: mustJSON(t, map[string]int{"count": count})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		term, err := a.Wait(ctx, acc.JobID)
+		if err != nil || term.Result == nil {
+			t.Fatalf("job of %d events: %+v, %v", count, term, err)
+		}
+		return acc.JobID, term.Seq
+	}
+	run(30000)
+	job, last := run(5)
+	a.Detach()
+
+	cfg2 := baseConfig(srv.URL())
+	cfg2.Resume = &upstream.ResumeFrom{SessionID: a.Status().SessionID, ResumeToken: tokens[0]}
+	b := dial(t, cfg2)
+	if err := b.AdoptJob(ctx, job); err != nil {
+		t.Fatalf("AdoptJob of a job that ended after the resume point = %v (delivered up to %d of %d)", err, b.Status().LastEventSeq, last)
+	}
+	w, err := b.Watch(job, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var got []int
+	for {
+		it, err := w.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("after %v: %v", got, err)
+		}
+		if it.Event == nil {
+			if it.Result == nil || it.Seq != last {
+				t.Fatalf("terminal %+v, want the result at %d", it, last)
+			}
+			continue
+		}
+		var body struct{ I int }
+		_ = json.Unmarshal(it.Event.Body, &body)
+		got = append(got, body.I)
+	}
+	if len(got) != 5 {
+		t.Fatalf("events %v, want 0..4 once", got)
+	}
+	for i, v := range got {
+		if v != i {
+			t.Fatalf("events %v, want 0..4 once, in order", got)
+		}
+	}
+}

@@ -156,12 +156,14 @@ func TestClusterRollingRestartLameDuck(t *testing.T) {
 						cuts.Add(1)
 						info := infoOf(err)
 						if info.GetReason() == "EVENTS_NOT_RETAINED" {
-							// Known gap, not the drain's: a job that ended
-							// between the hand-off and the adopter's resume
-							// is not adopted (upstream.Conn.AdoptJob), so its
-							// last events cannot be replayed; the caller is
-							// told so (never silent loss).
+							// A job that ended between the hand-off and the
+							// adopter's resume is adopted from the listing
+							// and filled by the resume's replay
+							// (upstream.Conn.AdoptJob): its watch is never
+							// refused for it.
 							notRetained.Add(1)
+							failed.Add(1)
+							fail("watch of %s refused across the restart: %v", sub.GetJobId(), err)
 							done, tailLost = true, true
 							continue
 						}

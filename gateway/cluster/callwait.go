@@ -10,6 +10,8 @@ import "time"
 //
 //	Pause          wait not over: now + next delay < until        pause the delay (20 ms doubling to 200 ms), then route again
 //	Pause          wait over                                      no pause: the call gets the answer it has
+//	PauseUntil(t)  now + (t − now) < until                        pause to t (a silent owner's lease end: Route's Await), then route again
+//	PauseUntil(t)  otherwise                                      as Pause
 //	Forward(o, a)  no forward yet                                 forward now: the owner is new to the call, whatever it waited before
 //	Forward(o, a)  one forward, to another replica                forward now (the first re-route)
 //	Forward(o, a)  otherwise                                      Pause first; wait over: no forward, the call gets the last refusal
@@ -70,6 +72,20 @@ func (w *CallWait) Pause(now, deadline time.Time) (time.Duration, bool) {
 	}
 	d := w.delay
 	w.delay = min(2*w.delay, WaitMax)
+	w.pauses++
+	return d, true
+}
+
+// PauseUntil says how long the call pauses to route again at t (a silent
+// owner's lease end: Route's Await): until t, past which the session can
+// be taken over, when t is within the wait; else as Pause (false: the wait
+// is over). It leaves Pause's doubling delay as it was.
+func (w *CallWait) PauseUntil(now, deadline, t time.Time) (time.Duration, bool) {
+	w.start(now, deadline)
+	d := max(t.Sub(now), time.Millisecond)
+	if w.broken == "await-blind" || !now.Add(d).Before(w.until) {
+		return w.Pause(now, deadline)
+	}
 	w.pauses++
 	return d, true
 }

@@ -47,6 +47,24 @@ func runCall(seed uint64, broken string) (callOutcome, error) {
 		now = now.Add(time.Duration(rng.IntN(30)) * time.Millisecond) // a routing's own cost
 		r := rng.IntN(200)
 		switch {
+		case r < pWait/4:
+			// Await: a silent owner's lease ends in up to 1.2 s.
+			end := now.Add(time.Duration(rng.IntN(1200)) * time.Millisecond)
+			d, ok := w.PauseUntil(now, deadline, end)
+			if !ok {
+				out.end = "routing error"
+				return out, nil
+			}
+			if err := checkPause(&out, d, now, deadline, limit); err != nil {
+				return out, err
+			}
+			// Within the wait, the call routes again at the lease's end:
+			// not before (it would forward to the silent owner again),
+			// not after (the session waits to be taken over).
+			if want := max(end.Sub(now), time.Millisecond); now.Add(want).Before(w.until) && d != want {
+				return out, fmt.Errorf("step %d: paused %v, routed again before or after the lease's end %v (within the wait)", out.steps, d, want)
+			}
+			now, pausedSince = now.Add(d), true
 		case r < pWait:
 			d, ok := w.Pause(now, deadline)
 			if !ok {
@@ -144,6 +162,7 @@ func TestCallWaitCatchesBrokenRules(t *testing.T) {
 		{"pace-by-attempt", "ends without an answer"},
 		{"pace-by-attempt", "first forward"},
 		{"no-pause-same", "without a pause"},
+		{"await-blind", "the lease's end"},
 	} {
 		t.Run(c.rule+"/"+c.caught, func(t *testing.T) {
 			for seed := uint64(1); seed <= 20_000; seed++ {

@@ -90,6 +90,12 @@
 //     answered NOT_FOUND exactly as if the session did not exist.
 //   - When the directory cannot be read, a session not held here gets
 //     UNAVAILABLE naming the directory, never NOT_FOUND.
+//   - No call is forwarded to a silent owner (a forward from this replica
+//     got no first byte, none answered since) whose lease ends within the
+//     first-byte bound: the forward would hold the call past the takeover
+//     that follows the lease's end. The call waits for that end instead
+//     (Await, CallWait.PauseUntil); it never waits for an owner that
+//     answers or whose lease is gone (TestRouteAwaitRuleCaught).
 //
 // # Call pace (CallWait: one call on the replica that received it)
 //
@@ -99,6 +105,8 @@
 //
 //	Pause          now + next delay < until                  pause the delay (20 ms doubling to 200 ms), route again
 //	Pause          otherwise                                 wait over: the call gets the answer it has (the routing's error)
+//	PauseUntil(t)  t < until                                 pause to t (Route's Await: a silent owner's lease end), route again
+//	PauseUntil(t)  otherwise                                 as Pause
 //	Forward(o, a)  no forward of the call refused yet        forward at once: the owner is new to it, whatever it waited before
 //	Forward(o, a)  one refused, by another replica           forward at once (the first re-route)
 //	Forward(o, a)  otherwise                                 Pause first; wait over: the call gets the last refusal

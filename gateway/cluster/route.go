@@ -1,5 +1,7 @@
 package cluster
 
+import "time"
+
 // Dir says what the directory said about a session.
 type Dir uint8
 
@@ -24,6 +26,16 @@ type Facts struct {
 	Owner         string // record owner; "" = released for handoff
 	OwnerLive     bool   // the owner's lease exists
 	OwnerAddr     string // the owner's advertised address ("" when unknown)
+
+	// OwnerSilent: a forward from this replica to the owner's address got
+	// no response header within the first-byte bound, and none was
+	// answered since (the owner is frozen, overloaded or gone).
+	OwnerSilent bool
+	// OwnerLeaseLeft is what is left of the owner's lease (0: unknown).
+	OwnerLeaseLeft time.Duration
+	// FirstByte is this replica's first-byte bound on a forward
+	// (ClusterConfig.PeerFirstByte; 0: none).
+	FirstByte time.Duration
 }
 
 // Action is what to do with the call.
@@ -49,10 +61,15 @@ const (
 	Misrouted
 	// Status: a probe for a session held elsewhere: answer from the record.
 	Status
+	// Await: the owner is silent and its lease ends before a forward's
+	// first-byte bound would: wait for the lease to lapse (the session is
+	// then taken over) and route the call again, instead of a forward the
+	// silent owner would hold past the lease's end.
+	Await
 )
 
 func (a Action) String() string {
-	return [...]string{"serve", "not_found", "forward", "take_over", "unavailable", "misrouted", "status"}[a]
+	return [...]string{"serve", "not_found", "forward", "take_over", "unavailable", "misrouted", "status", "await"}[a]
 }
 
 // Route decides what a replica does with a call for a session.
@@ -69,6 +86,9 @@ func Route(f Facts) Action {
 	case f.Owner != "" && f.Owner != f.Self && f.OwnerLive && f.OwnerAddr != "":
 		if f.Forwarded {
 			return Misrouted
+		}
+		if f.OwnerSilent && f.OwnerLeaseLeft > 0 && f.FirstByte > 0 && f.OwnerLeaseLeft <= f.FirstByte {
+			return Await
 		}
 		return Forward
 	case f.Owner != "" && f.Owner != f.Self && f.OwnerLive:

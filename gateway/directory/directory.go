@@ -244,6 +244,9 @@ type Record struct {
 	OwnerAddr string        // owner's advertised address, "" when its lease is gone or the record is released
 	OwnerLive bool          // the owner's lease exists
 	ExpiresIn time.Duration // remaining record TTL
+	// OwnerLeaseLeft is the remaining TTL of the owner's lease (0 when
+	// it is gone): how long a silent owner still holds the session.
+	OwnerLeaseLeft time.Duration
 
 	// Takeover only.
 	PreviousOwner string // owner before the takeover ("" = it had been released)
@@ -476,6 +479,10 @@ func (d *Directory) Get(ctx context.Context, sessionID string) (Record, error) {
 	r.OwnerLive = at(s, 10) == "1"
 	if ms, err := strconv.ParseInt(at(s, 11), 10, 64); err == nil && ms > 0 {
 		r.ExpiresIn = time.Duration(ms) * time.Millisecond
+	}
+	if ms, err := strconv.ParseInt(at(s, 12), 10, 64); err == nil && ms >= 0 && r.OwnerLive {
+		// 0: under a millisecond left (the key is not gone yet).
+		r.OwnerLeaseLeft = time.Duration(max(ms, 1)) * time.Millisecond
 	}
 	return r, nil
 }

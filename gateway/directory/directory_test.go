@@ -54,6 +54,10 @@ func TestScripts(t *testing.T) {
 	if r.UpdatedAt.IsZero() || r.ExpiresIn <= 0 || r.ExpiresIn > directory.DefaultSessionTTL {
 		t.Fatalf("Get UpdatedAt %v ExpiresIn %v", r.UpdatedAt, r.ExpiresIn)
 	}
+	// The owner's lease: what is left of it, as Redis counts it.
+	if lease, _ := rc.PTTL(ctx, a.LeaseKey("a")).Result(); r.OwnerLeaseLeft <= 0 || r.OwnerLeaseLeft > lease+50*time.Millisecond {
+		t.Fatalf("Get OwnerLeaseLeft %v, lease key's PTTL %v", r.OwnerLeaseLeft, lease)
+	}
 
 	// Update: accept by the owner at its epoch; reject another replica,
 	// a wrong epoch, a missing record.
@@ -203,7 +207,7 @@ func TestGetIsReadOnly(t *testing.T) {
 	before, _ := rc.HGetAll(ctx, a.SessionKey("s")).Result()
 	for range 3 {
 		r, err := b.Get(ctx, "s")
-		if err != nil || r.Owner != "a" || r.OwnerLive || r.OwnerAddr != "" { // a runs no lease
+		if err != nil || r.Owner != "a" || r.OwnerLive || r.OwnerAddr != "" || r.OwnerLeaseLeft != 0 { // a runs no lease
 			t.Fatalf("Get = %+v, %v", r, err)
 		}
 	}

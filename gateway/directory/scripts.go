@@ -154,7 +154,8 @@ return {'OK'}
 `)
 
 // Get (read-only): ARGV lease prefix, marker key.
-// Replies {'OK', record..., owner's lease addr or false, record pttl}, or
+// Replies {'OK', record..., owner's lease addr (empty without a lease), '1'/'0' (lease live),
+// record pttl, owner's lease pttl (-2 without a lease)}, or
 // {'NOTFOUND', marker age in ms or -1 when there is no marker}.
 var getScript = redis.NewScript("#!lua flags=no-writes\n" + luaLib + `
 local r = redis.call('HMGET', KEYS[1], ` + luaFields + `)
@@ -171,6 +172,7 @@ table.insert(r, 1, 'OK')
 table.insert(r, addr or '')
 table.insert(r, addr and '1' or '0')
 table.insert(r, redis.call('PTTL', KEYS[1]))
+if addr then table.insert(r, redis.call('PTTL', ARGV[1] .. r[2])) else table.insert(r, -2) end
 return r
 `)
 

@@ -197,6 +197,7 @@ type clusterState struct {
 	log       *slog.Logger
 	m         *clusterMetrics
 	owners    *cluster.OwnerCache // owners of sessions held elsewhere, as last read
+	silent    silentPeers         // peers a forward got no first byte from (cluster_forward.go)
 	proofs    *peerProofs         // forwarding proofs, made and verified (set by New)
 
 	relays     sync.Map     // relayKey → metadata.MD (see relayHints)

@@ -63,6 +63,57 @@ func (peerStats) HandleRPC(ctx context.Context, s stats.RPCStats) {
 func (peerStats) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
 func (peerStats) HandleConn(context.Context, stats.ConnStats)                       {}
 
+// silentPeers are the peer addresses a forward from this replica got no
+// response header from within the first-byte bound, with none answered
+// since (cluster.Facts.OwnerSilent): the router then reads a silent
+// owner's lease instead of its cached address, and waits for the lease's
+// end rather than forward into it (cluster.Await). n makes the check free
+// while no peer is silent.
+type silentPeers struct {
+	n  atomic.Int32
+	mu sync.Mutex
+	m  map[string]time.Time // addr → when it was marked
+}
+
+// silentKeep bounds how long a peer nobody forwards to again stays marked.
+const silentKeep = time.Minute
+
+func (s *silentPeers) mark(addr string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	if s.m == nil {
+		s.m = make(map[string]time.Time)
+	}
+	for a, at := range s.m {
+		if now.Sub(at) > silentKeep {
+			delete(s.m, a)
+		}
+	}
+	s.m[addr] = now
+	s.n.Store(int32(len(s.m)))
+}
+
+func (s *silentPeers) clear(addr string) {
+	if s.n.Load() == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, addr)
+	s.n.Store(int32(len(s.m)))
+}
+
+func (s *silentPeers) has(addr string) bool {
+	if s.n.Load() == 0 {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at, ok := s.m[addr]
+	return ok && time.Since(at) <= silentKeep
+}
+
 // errNoFirstByte is the cause of a forward abandoned for want of the
 // owner's response header.
 var errNoFirstByte = errors.New("cluster: the session's owner sent no response header within the first-byte bound")
@@ -87,6 +138,10 @@ type attempt struct {
 	c    *clusterState
 	addr string
 	cc   *grpc.ClientConn
+	// silent marks addr silent when the bound passes, and clears it when
+	// the header comes.
+	silent *silentPeers
+	to     string
 
 	mu      sync.Mutex
 	state   attemptState // guarded by mu
@@ -103,8 +158,8 @@ const (
 	attemptEnded                         // end was called
 )
 
-func (c *clusterState) newAttempt(parent context.Context) *attempt {
-	a := &attempt{}
+func (c *clusterState) newAttempt(parent context.Context, to string) *attempt {
+	a := &attempt{silent: &c.silent, to: to}
 	a.ctx, a.cancel = context.WithCancelCause(context.WithValue(parent, sentKey{}, a))
 	if d := c.cfg.PeerFirstByte; d > 0 {
 		a.timer = time.AfterFunc(d, a.firstByteLapsed)
@@ -115,7 +170,7 @@ func (c *clusterState) newAttempt(parent context.Context) *attempt {
 // newUnaryAttempt is newAttempt for a unary forward to addr over cc: the
 // peer is watched from the owner's header on (see attempt).
 func (c *clusterState) newUnaryAttempt(parent context.Context, addr string, cc *grpc.ClientConn) *attempt {
-	a := c.newAttempt(parent)
+	a := c.newAttempt(parent, addr)
 	a.c, a.addr, a.cc = c, addr, cc
 	return a
 }
@@ -126,6 +181,7 @@ func (a *attempt) firstByteLapsed() {
 	defer a.mu.Unlock()
 	if a.state == attemptPending {
 		a.state = attemptAbandoned
+		a.silent.mark(a.to)
 		a.cancel(errNoFirstByte)
 	}
 }
@@ -142,6 +198,7 @@ func (a *attempt) answered() bool {
 	if a.timer != nil {
 		a.timer.Stop()
 	}
+	a.silent.clear(a.to)
 	if a.c != nil {
 		a.unwatch = a.c.watchPeer(a.addr, a.cc)
 	}
@@ -177,7 +234,22 @@ func (a *attempt) unreachable(parent context.Context, err error) (why string, ok
 	if !a.mark.sent.Load() {
 		return "not_sent", true
 	}
+	if a.droppedBeforeHeader(err) {
+		return "peer_silent", true
+	}
 	return "", false
+}
+
+// droppedBeforeHeader says the forward ended CANCELED, before the owner's
+// header, while neither the caller nor this forward had cancelled it: its
+// connection was closed under it (dropPeer, the watchdog judging the peer
+// silent). No header means the owner had not started the call, so it is
+// routed again like one abandoned at the first-byte bound.
+func (a *attempt) droppedBeforeHeader(err error) bool {
+	a.mu.Lock()
+	pending := a.state == attemptPending
+	a.mu.Unlock()
+	return pending && status.Code(err) == codes.Canceled && a.ctx.Err() == nil
 }
 
 // peerReady says the connection to addr is up (a forward to it would be
@@ -297,9 +369,11 @@ func (c *clusterState) runWatchdog(addr string, w *watchdog) {
 }
 
 // dropPeer closes the connection cc to addr (its calls end with
-// CANCELED, which peerError reports as OWNER_UNREACHABLE); the next
-// forward dials again.
+// CANCELED: those the owner had taken are answered OWNER_UNREACHABLE, those
+// still waiting for its header are routed again, see attempt.unreachable);
+// the next forward dials again. The peer is marked silent.
 func (c *clusterState) dropPeer(addr string, cc *grpc.ClientConn) {
+	c.silent.mark(addr)
 	c.peersMu.Lock()
 	if c.peers[addr] == cc {
 		delete(c.peers, addr)

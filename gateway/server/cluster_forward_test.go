@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,9 +15,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -66,6 +69,14 @@ func newForwardRig(t *testing.T) *forwardRig {
 // start starts replica inst (lease TTL 1 s, no rebalancing) with cc
 // applied to its cluster config.
 func (r *forwardRig) start(inst string, cc func(*ClusterConfig)) *forwardReplica {
+	r.t.Helper()
+	return r.startVia(inst, r.redis, time.Second, nil, cc)
+}
+
+// startVia is start with the replica's directory reached at redisURL
+// (a proxy, say), its lease TTL, and the address it advertises to its
+// peers: advertise(its listener's address), or that address when nil.
+func (r *forwardRig) startVia(inst, redisURL string, leaseTTL time.Duration, advertise func(string) string, cc func(*ClusterConfig)) *forwardReplica {
 	t := r.t
 	t.Helper()
 	ctx := ctxT(t, 20*time.Second)
@@ -74,7 +85,10 @@ func (r *forwardRig) start(inst string, cc func(*ClusterConfig)) *forwardReplica
 		t.Fatal(err)
 	}
 	addr := lis.Addr().String()
-	d, err := directory.Open(ctx, r.redis, directory.Config{Instance: inst, Advertise: addr, Keys: []string{r.key}, LeaseTTL: time.Second})
+	if advertise != nil {
+		addr = advertise(addr)
+	}
+	d, err := directory.Open(ctx, redisURL, directory.Config{Instance: inst, Advertise: addr, Keys: []string{r.key}, LeaseTTL: leaseTTL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -431,5 +445,257 @@ func TestForwardFirstByteBound(t *testing.T) {
 	}
 	if n := forwarded.Load(); n != 3 {
 		t.Fatalf("gw-a routed %d forwarded calls, want 3: the 600 ms call was sent more than once", n)
+	}
+}
+
+// freezeProxy relays TCP connections to a Redis on a unix socket; freeze
+// stops every byte in both directions (the connections stay open), as a
+// frozen process's would.
+type freezeProxy struct {
+	url  string
+	gate sync.RWMutex // held for writing while frozen
+	mu   sync.Mutex
+	cold bool
+}
+
+// newRedisProxy is a freezeProxy to the Redis at redisURL (a unix
+// socket); its url is a redis:// one.
+func newRedisProxy(t *testing.T, redisURL string) *freezeProxy {
+	t.Helper()
+	p := newFreezeProxy(t, "unix", strings.TrimPrefix(redisURL, "unix://"))
+	p.url = "redis://" + p.url
+	return p
+}
+
+// newFreezeProxy relays to target (network "tcp" or "unix"); its url is
+// its host:port.
+func newFreezeProxy(t *testing.T, network, target string) *freezeProxy {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &freezeProxy{url: lis.Addr().String()}
+	var conns sync.WaitGroup
+	var mu sync.Mutex
+	var open []net.Conn
+	relay := func(dst, src net.Conn) {
+		defer conns.Done()
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			if n > 0 {
+				p.gate.RLock() // blocks while frozen
+				_, werr := dst.Write(buf[:n])
+				p.gate.RUnlock()
+				if werr != nil {
+					break
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
+		_ = dst.Close()
+		_ = src.Close()
+	}
+	conns.Add(1)
+	go func() {
+		defer conns.Done()
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial(network, target)
+			if err != nil {
+				_ = c.Close()
+				continue
+			}
+			mu.Lock()
+			open = append(open, c, up)
+			mu.Unlock()
+			conns.Add(2)
+			go relay(up, c)
+			go relay(c, up)
+		}
+	}()
+	t.Cleanup(func() {
+		p.thaw()
+		_ = lis.Close()
+		mu.Lock()
+		for _, c := range open {
+			_ = c.Close()
+		}
+		mu.Unlock()
+		conns.Wait()
+	})
+	return p
+}
+
+func (p *freezeProxy) freeze() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.cold {
+		p.cold = true
+		p.gate.Lock()
+	}
+}
+
+func (p *freezeProxy) thaw() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cold {
+		p.cold = false
+		p.gate.Unlock()
+	}
+}
+
+// frozenOwner is gw-a seen through proxies: its Redis connection and the
+// address its peers reach it at. freeze stops both, as a SIGSTOP of gw-a
+// would for everybody else; gw-a itself runs on (its upstream session
+// stays attached to the runtime until another replica resumes it).
+type frozenOwner struct {
+	*forwardReplica
+	redis, peer *freezeProxy
+}
+
+func (f *frozenOwner) freeze() { f.redis.freeze(); f.peer.freeze() }
+
+func startFreezable(t *testing.T, r *forwardRig, inst string, ttl time.Duration, cc func(*ClusterConfig)) *frozenOwner {
+	t.Helper()
+	f := &frozenOwner{redis: newRedisProxy(t, r.redis)}
+	f.forwardReplica = r.startVia(inst, f.redis.url, ttl, func(addr string) string {
+		f.peer = newFreezeProxy(t, "tcp", addr)
+		return f.peer.url
+	}, cc)
+	return f
+}
+
+// freezeAfterRefresh freezes a just after it refreshed its lease (as b's
+// directory reads it for sid), so that its lease ends about ttl later.
+func freezeAfterRefresh(t *testing.T, ctx context.Context, a *frozenOwner, b *forwardReplica, sid string, ttl time.Duration) {
+	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		rec, err := b.dir.Get(ctx, sid)
+		if err == nil && rec.OwnerLeaseLeft > ttl-150*time.Millisecond {
+			a.freeze()
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("never saw the owner's lease just refreshed (last %+v, %v)", rec, err)
+		case <-tick.C:
+		}
+	}
+}
+
+// TestForwardAwaitsSilentOwnersLease: gw-a, the owner, freezes just after
+// a lease refresh, so its lease ends one TTL (2 s) later. A RunJob through
+// gw-b gives its forward up after --peer-first-byte (1.2 s); the directory
+// then shows gw-a's lease ending in about 0.8 s, within that bound, so gw-b
+// does not forward to the silent owner again (a forward that would hold
+// the call until 2.4 s, past the lease's end): it waits for the lease to
+// end, takes the session over and answers. The forward given up is the
+// only one; before, a second one was sent into the silence.
+func TestForwardAwaitsSilentOwnersLease(t *testing.T) {
+	ctx := ctxT(t, 60*time.Second)
+	r := newForwardRig(t)
+	const ttl = 2 * time.Second
+	a := startFreezable(t, r, "gw-a", ttl, func(cc *ClusterConfig) { cc.SweepEvery = time.Hour })
+	b := r.startVia("gw-b", r.redis, ttl, nil, func(cc *ClusterConfig) {
+		cc.PeerFirstByte, cc.OwnerWait = 1200*time.Millisecond, 10*time.Second
+	})
+	open, err := a.client.OpenSession(ctx, &sessiongatev1.OpenSessionRequest{ClientName: "await-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := open.GetSessionId()
+	waitOwner(t, ctx, b.dir, sid, "gw-a")
+	if owner, err := echoOn(ctx, b, sid, 10*time.Second); err != nil || owner != "gw-a" {
+		t.Fatalf("RunJob through gw-b before the freeze: owner %q, %v", owner, err)
+	}
+	freezeAfterRefresh(t, ctx, a, b, sid, ttl)
+	start := time.Now()
+	owner, err := echoOn(ctx, b, sid, 10*time.Second)
+	took := time.Since(start)
+	if err != nil || owner != "gw-b" {
+		t.Fatalf("RunJob through gw-b with gw-a frozen: owner %q, %v (after %v)", owner, err, took)
+	}
+	m := b.gw.cluster.m
+	if n := counterOf(m.forwardRetries.WithLabelValues("no_first_byte")); n != 1 {
+		t.Fatalf("%v forwards given up for want of a first byte, want 1: a forward went to the silent owner whose lease was ending (answered after %v)", n, took)
+	}
+	if n := counterOf(m.awaits); n < 1 {
+		t.Fatalf("owner_awaits_total = %v: the call never waited for the silent owner's lease", n)
+	}
+	t.Logf("answered by gw-b %v after the freeze (lease TTL %v, first-byte bound 1.2 s)", took.Round(time.Millisecond), ttl)
+}
+
+// TestForwardRoutedAgainWhenWatchdogDropsPeer: gw-b relays a long RunJob
+// that gw-a took (its header came), so gw-b's watchdog probes gw-a. gw-a
+// freezes; a second RunJob through gw-b is forwarded and waits for gw-a's
+// header (the first-byte bound is long here: 20 s). The watchdog finds gw-a
+// silent and closes the connection, which ends both forwards CANCELED. The
+// one gw-a had taken is answered UNAVAILABLE (its outcome is unknown); the
+// one still waiting for the header had not started on gw-a, so it is routed
+// again and, once gw-a's lease is gone, served by gw-b. Before, it was
+// answered UNAVAILABLE OWNER_UNREACHABLE "the client connection is closing"
+// too, a failed call the gateway could have finished.
+func TestForwardRoutedAgainWhenWatchdogDropsPeer(t *testing.T) {
+	ctx := ctxT(t, 60*time.Second)
+	r := newForwardRig(t)
+	const ttl = 2 * time.Second
+	a := startFreezable(t, r, "gw-a", ttl, func(cc *ClusterConfig) { cc.SweepEvery = time.Hour })
+	b := r.startVia("gw-b", r.redis, ttl, nil, func(cc *ClusterConfig) {
+		cc.PeerFirstByte, cc.OwnerWait, cc.PeerKeepalive = 20*time.Second, 15*time.Second, 300*time.Millisecond
+	})
+	open, err := a.client.OpenSession(ctx, &sessiongatev1.OpenSessionRequest{ClientName: "watchdog-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := open.GetSessionId()
+	waitOwner(t, ctx, b.dir, sid, "gw-a")
+	if owner, err := echoOn(ctx, b, sid, 10*time.Second); err != nil || owner != "gw-a" {
+		t.Fatalf("RunJob through gw-b before the freeze: owner %q, %v", owner, err)
+	}
+	long := make(chan error, 1)
+	go func() {
+		in, _ := structpb.NewValue(map[string]any{"ms": 8000})
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		_, err := b.client.RunJob(cctx, &sessiongatev1.RunJobRequest{SessionId: sid, Agent: "sleep", Input: in})
+		long <- err
+	}()
+	// The long call is on gw-a once gw-b watches gw-a for it.
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for watched := false; !watched; {
+		b.gw.cluster.peersMu.Lock()
+		w := b.gw.cluster.watchdogs[a.addr]
+		watched = w != nil && w.n > 0
+		b.gw.cluster.peersMu.Unlock()
+		select {
+		case <-ctx.Done():
+			t.Fatal("gw-b never watched gw-a for the long call")
+		case <-tick.C:
+		}
+	}
+	a.freeze()
+	owner, err := echoOn(ctx, b, sid, 25*time.Second)
+	if err != nil || owner != "gw-b" {
+		t.Fatalf("RunJob through gw-b, its forward cut by the watchdog before gw-a's header: owner %q, %v", owner, err)
+	}
+	if err := <-long; status.Code(err) != codes.Unavailable {
+		t.Fatalf("the long call gw-a had taken ended %v, want UNAVAILABLE (its outcome is unknown)", err)
+	}
+	m := b.gw.cluster.m
+	if n := counterOf(m.forwardRetries.WithLabelValues("no_first_byte")); n != 0 {
+		t.Fatalf("%v forwards given up at the first-byte bound: the watchdog was to end them", n)
+	}
+	if n := counterOf(m.forwardRetries.WithLabelValues("peer_silent")); n < 2 {
+		t.Fatalf("forward_retries{why=peer_silent} = %v, want the watchdog's close and the forward routed again", n)
 	}
 }

@@ -30,6 +30,7 @@ type clusterMetrics struct {
 	ownerCache     *prometheus.CounterVec   // result (hit, miss)
 	cacheHit       prometheus.Counter       // ownerCache{result="hit"}
 	cacheMiss      prometheus.Counter       // ownerCache{result="miss"}
+	awaits         prometheus.Counter       // calls that waited for a silent owner's lease end (cluster.Await)
 }
 
 func newClusterMetrics(reg prometheus.Registerer, d *directory.Directory) (*clusterMetrics, error) {
@@ -65,9 +66,11 @@ func newClusterMetrics(reg prometheus.Registerer, d *directory.Directory) (*clus
 			Help: "The last wave of claimed sessions (claims until the resume queue was empty again): seconds from its first claim to its last resume (also logged, \"takeover: claimed sessions resumed\")."}),
 		ownerCache: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sessiongate_cluster_owner_cache_total",
 			Help: "Lookups of the owner cache by calls for sessions held elsewhere, by result (hit: forwarded without reading the directory)."}, []string{"result"}),
+		awaits: prometheus.NewCounter(prometheus.CounterOpts{Name: "sessiongate_cluster_owner_awaits_total",
+			Help: "Routings of a call that waited for the end of a silent owner's lease (a forward to it got no first byte, none answered since, and its lease ends within --peer-first-byte) instead of forwarding to it."}),
 	}
 	m.cacheHit, m.cacheMiss = m.ownerCache.WithLabelValues("hit"), m.ownerCache.WithLabelValues("miss")
-	for _, c := range []prometheus.Collector{m.forwards, m.forwardSeconds, m.forwardRetries, m.takeovers, m.decisions, m.handoffs, m.fenced, m.forgedForwards, m.dirErrors, m.owned, m.resumesPending, m.resumeJumps, m.claimResume, m.waveResumed, m.ownerCache} {
+	for _, c := range []prometheus.Collector{m.forwards, m.forwardSeconds, m.forwardRetries, m.takeovers, m.decisions, m.handoffs, m.fenced, m.forgedForwards, m.dirErrors, m.owned, m.resumesPending, m.resumeJumps, m.claimResume, m.waveResumed, m.ownerCache, m.awaits} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("gateway: register cluster metrics: %w", err)
 		}

@@ -230,7 +230,8 @@ func (c *clusterState) route(ctx context.Context, id string, cached, write bool)
 		return cluster.Route(f), "", c.self, nil
 	}
 	if cached && !f.Forwarded {
-		if owner, addr, ok := c.owners.Get(id, caller, time.Now()); ok {
+		// Not for a silent owner: its lease is read (cluster.Await).
+		if owner, addr, ok := c.owners.Get(id, caller, time.Now()); ok && !c.silent.has(addr) {
 			c.m.cacheHit.Inc()
 			return cluster.Forward, addr, owner, nil
 		}
@@ -254,8 +255,15 @@ func (c *clusterState) route(ctx context.Context, id string, cached, write bool)
 	default:
 		f.Dir, f.CallerMatches = cluster.DirRecord, rec.Caller == caller
 		f.Owner, f.OwnerLive, f.OwnerAddr = rec.Owner, rec.OwnerLive, rec.OwnerAddr
+		f.OwnerLeaseLeft, f.FirstByte = rec.OwnerLeaseLeft, max(c.cfg.PeerFirstByte, 0)
+		f.OwnerSilent = rec.OwnerAddr != "" && c.silent.has(rec.OwnerAddr)
 	}
 	a := cluster.Route(f)
+	if a == cluster.Await {
+		c.m.awaits.Inc()
+		// A millisecond past the end Redis counts (PTTL is in whole ms).
+		return a, f.OwnerAddr, f.Owner, &awaitLease{end: time.Now().Add(f.OwnerLeaseLeft + time.Millisecond)}
+	}
 	if a == cluster.Forward {
 		c.owners.Put(id, caller, f.Owner, f.OwnerAddr, time.Now())
 	}
@@ -331,6 +339,15 @@ func (c *clusterState) awaitOwner(ctx context.Context, id string) (owner, addr s
 // adopt a session it handed off before it answers UNAVAILABLE.
 const drainForwardWait = 3 * time.Second
 
+// awaitLease is route's error with cluster.Await: the owner is silent and
+// its lease ends at end, before a forward's first-byte bound would; the
+// call routes again then (CallWait.PauseUntil).
+type awaitLease struct{ end time.Time }
+
+func (e *awaitLease) Error() string {
+	return "cluster: the owner is silent and its lease ends in " + time.Until(e.end).Round(time.Millisecond).String()
+}
+
 // errLeaseLapsed: this replica's lease lapsed; writes wait for its epochs
 // to be confirmed again.
 var errLeaseLapsed = errors.New("cluster: lease lapsed")
@@ -358,6 +375,10 @@ func (c *clusterState) routeError(a cluster.Action, id, owner, addr string, err 
 		return gatewayStatus(codes.Unavailable, "OWNER_SUSPECT",
 			"the owner of session "+id+" has no lease, but not yet for a full lease TTL as this replica observed it (or this replica is itself recovering from a directory outage): retry",
 			map[string]string{"instance_id": c.self})
+	case a == cluster.Await:
+		return gatewayStatus(codes.Unavailable, "OWNER_UNREACHABLE",
+			fmt.Sprintf("session owner %s at %s did not answer within %v and its lease ends in under that: retry; once it has ended another replica takes the session over", owner, addr, c.cfg.PeerFirstByte),
+			map[string]string{"owner": owner, "owner_addr": addr})
 	case errors.Is(err, directory.ErrRecovering):
 		return gatewayStatus(codes.Unavailable, "DIRECTORY_RECOVERING",
 			"session "+id+" is not in the cluster directory, which lost its data a moment ago; owners are restoring their records: retry",
@@ -513,7 +534,7 @@ func (g *Gateway) clusterUnary(ctx context.Context, req any, info *grpc.UnarySer
 	pace := c.newPace()
 	for attempt := 0; ; attempt++ {
 		a, addr, owner, err := c.routing(ctx, id, attempt == 0, isWrite(info.FullMethod, false))
-		if c.mayWait(ctx, a, err) && pace.pause(ctx) {
+		if c.mayWait(ctx, a, err) && pace.pause(ctx) || a == cluster.Await && pace.until(ctx, err) {
 			continue
 		}
 		switch a {
@@ -605,6 +626,17 @@ func (c *clusterState) newPace() callPace {
 // wait is over (or the caller gave up), and the call gets the answer it has.
 func (p *callPace) pause(ctx context.Context) bool {
 	d, ok := p.w.Pause(time.Now(), deadlineOf(ctx))
+	return ok && sleepCtx(ctx, d)
+}
+
+// until sleeps until the silent owner's lease ends (route's awaitLease),
+// within the call's wait; false: the wait is over (or the caller gave up).
+func (p *callPace) until(ctx context.Context, err error) bool {
+	var aw *awaitLease
+	if !errors.As(err, &aw) {
+		return p.pause(ctx)
+	}
+	d, ok := p.w.PauseUntil(time.Now(), deadlineOf(ctx), aw.end)
 	return ok && sleepCtx(ctx, d)
 }
 
@@ -819,7 +851,7 @@ func (g *Gateway) clusterStream(srv any, ss grpc.ServerStream, info *grpc.Stream
 	pace := c.newPace()
 	for attempt := 0; ; attempt++ {
 		a, addr, owner, err := c.routing(ctx, id, attempt == 0, isWrite(info.FullMethod, mi.serverStreams))
-		if c.mayWait(ctx, a, err) && pace.pause(ctx) {
+		if c.mayWait(ctx, a, err) && pace.pause(ctx) || a == cluster.Await && pace.until(ctx, err) {
 			continue
 		}
 		switch a {
@@ -891,7 +923,7 @@ func (c *clusterState) forwardStream(ss grpc.ServerStream, method string, mi *me
 	}
 	kick(cc)
 	caller, digest := callerFrom(ss.Context()), bodyDigest(first)
-	at := c.newAttempt(c.outgoing(ss.Context(), method, caller, owner, id, digest))
+	at := c.newAttempt(c.outgoing(ss.Context(), method, caller, owner, id, digest), addr)
 	defer at.end()
 	ctx := at.ctx
 	desc := &grpc.StreamDesc{ServerStreams: mi.serverStreams, ClientStreams: mi.clientStreams}
@@ -943,7 +975,10 @@ func (c *clusterState) forwardStream(ss grpc.ServerStream, method string, mi *me
 	}
 	// The header goes to the caller with the first message (or the end),
 	// so that a refused stream can still be sent elsewhere.
-	hdr, _ := cs.Header() // nil when the stream ended first: RecvMsg says how
+	hdr, herr := cs.Header() // nil when the stream ended first: RecvMsg says how
+	if herr != nil && at.droppedBeforeHeader(herr) {
+		return unsent(herr) // its connection closed before the owner took it
+	}
 	if !at.answered() {
 		// No header within the bound: the stream was cancelled.
 		return unsent(cs.RecvMsg(mi.out.New().Interface()))

@@ -98,8 +98,8 @@
 //
 // Safety thresholds, always enforced (exit 1): 0 misdelivered, 0 events
 // lost, doubled or out of order. Availability thresholds, enforced by
-// default in full mode and printed only with -short (see
-// enforceAvailabilityShort for why; -enforce-availability sets either):
+// default in both modes (-short too since the fixes listed at
+// enforceAvailabilityShort; -enforce-availability=false prints them only):
 // 0 sessions lost and 0 watches given up in every scenario, 0 failed calls
 // in the rolling restart (a failed unary call after the retry policy, or a
 // watch cut with a code other than UNAVAILABLE), outage ≤ TTL + 1 s for

@@ -37,7 +37,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	gatewayBin := fs.String("gateway-bin", "", "gateway binary (default: go build ./cmd/gateway into a temporary directory)")
 	nginx := fs.String("nginx", "", "nginx binary (default: nginx on PATH, else /usr/sbin/nginx)")
 	nginxConf := fs.String("nginx-conf", "", "the nginx recipe: a markdown file with an <!-- nginx:begin --> block, or an nginx configuration (default: docs/balancers.md, docs/operations.md or README.md)")
-	enforce := fs.Bool("enforce-availability", enforceAvailabilityDefault, "fail on the availability thresholds too (sessions lost, failed calls in the rolling restart, outage of kill and freeze; default true, false with -short)")
+	enforce := fs.Bool("enforce-availability", enforceAvailabilityDefault, "fail on the availability thresholds too (sessions lost, failed calls in the rolling restart, outage of kill and freeze; default true, with -short too)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0

@@ -125,9 +125,10 @@ func startRig(ctx context.Context, o Options) (_ *rig, err error) {
 
 // peerFirstByte is the replicas' --peer-first-byte: the default (1 s) up to
 // a quarter of the lease's TTL, so that with the short mode's 2 s lease a
-// forward to a frozen owner is given up in 500 ms: the bound is absolute
-// while the outage limit is TTL + 1 s, and a forward pending when the
-// session is taken over only learns of it when its bound ends.
+// forward to a frozen owner is given up in 500 ms (the full mode runs the
+// default). A call whose forward was given up then waits for the frozen
+// owner's lease to end once less than the bound is left of it
+// (cluster.Await), rather than forward into the silence again.
 func peerFirstByte(ttl time.Duration) time.Duration { return min(time.Second, ttl/4) }
 
 // fastReconnect reconnects at once to a restarted replica (grpc-go's

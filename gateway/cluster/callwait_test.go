@@ -18,7 +18,7 @@ type callOutcome struct {
 // runCall simulates one call on the replica that received it, routed as
 // gateway/server's clusterUnary routes it, under a random schedule of
 // routing answers: a wait (OWNER_SUSPECT, LEASE_LAPSED, a hand-off, a
-// detach under the handler), a forward to one of three owners that is
+// detach under the handler, a silent owner's lease ending), a forward to one of three owners that is
 // answered or refused (or never sent), or the call served here. It returns
 // an error naming the first broken invariant:
 //
@@ -27,6 +27,8 @@ type callOutcome struct {
 //   - its pauses stay within Limit and end WaitReserve before its deadline;
 //   - no forward goes to the replica that just refused it without a pause
 //     between, but the first forward goes at once;
+//   - a wait for a silent owner's lease end (PauseUntil) routes again at
+//     that end when it falls within the wait;
 //   - it ends within a bounded number of routings.
 func runCall(seed uint64, broken string) (callOutcome, error) {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))

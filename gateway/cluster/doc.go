@@ -119,8 +119,10 @@
 // with none, which grpc-go would send as an empty OK message), that its
 // pauses stay within OwnerWait and out of the deadline's reserve, that a
 // first forward goes at once and no forward goes again to the replica that
-// just refused it without a pause, and that the call ends. It catches the
-// rule before the fix ("pace-by-attempt": a first forward after a pause
-// waited like a re-route and, the wait being over, the call had no answer)
-// and "no-pause-same".
+// just refused it without a pause, that a wait for a silent owner's lease
+// routes the call again at the lease's end (neither before it nor after),
+// and that the call ends. It catches the rule before the fix
+// ("pace-by-attempt": a first forward after a pause waited like a re-route
+// and, the wait being over, the call had no answer), "no-pause-same" and
+// "await-blind" (PauseUntil paced like Pause).
 package cluster

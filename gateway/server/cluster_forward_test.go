@@ -195,15 +195,7 @@ func TestForwardNotSentGoesToAdopter(t *testing.T) {
 	b := r.start("gw-b", func(cc *ClusterConfig) { cc.SweepEvery, cc.OwnerCacheTTL = time.Hour, time.Minute })
 	c := r.start("gw-c", func(cc *ClusterConfig) { cc.SweepEvery = 20 * time.Millisecond })
 
-	open, err := a.client.OpenSession(ctx, &sessiongatev1.OpenSessionRequest{ClientName: "forward-test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sid := open.GetSessionId()
-	waitOwner(t, ctx, b.dir, sid, "gw-a")
-	if owner, err := echoOn(ctx, b, sid, 5*time.Second); err != nil || owner != "gw-a" {
-		t.Fatalf("RunJob through gw-b before the shutdown: owner %q, %v", owner, err)
-	}
+	sid := sessionForwarded(t, ctx, a, b, "gw-a", "forward-test")
 	a.down() // hands the session off; gw-a's listener is closed
 	waitOwner(t, ctx, b.dir, sid, "gw-c")
 	if _, err := net.DialTimeout("tcp", a.addr, time.Second); err == nil {
@@ -592,6 +584,37 @@ func freezeAfterRefresh(t *testing.T, ctx context.Context, a *frozenOwner, b *fo
 	}
 }
 
+// sessionForwarded opens a session on owner, waits until via's directory
+// names it owner, and runs a job on it through via (forwarded, answered by
+// owner): the session's id.
+func sessionForwarded(t *testing.T, ctx context.Context, owner, via *forwardReplica, inst, client string) string {
+	t.Helper()
+	open, err := owner.client.OpenSession(ctx, &sessiongatev1.OpenSessionRequest{ClientName: client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := open.GetSessionId()
+	waitOwner(t, ctx, via.dir, sid, inst)
+	if got, err := echoOn(ctx, via, sid, 10*time.Second); err != nil || got != inst {
+		t.Fatalf("RunJob forwarded to %s: owner %q, %v", inst, got, err)
+	}
+	return sid
+}
+
+// freezablePair starts gw-a (freezable, lease TTL freezeTTL, no sweep) and
+// gw-b (lease TTL freezeTTL, cc applied) and a session owned by gw-a that
+// gw-b has forwarded a call to.
+func freezablePair(t *testing.T, ctx context.Context, cc func(*ClusterConfig)) (*frozenOwner, *forwardReplica, string) {
+	t.Helper()
+	r := newForwardRig(t)
+	a := startFreezable(t, r, "gw-a", freezeTTL, func(cc *ClusterConfig) { cc.SweepEvery = time.Hour })
+	b := r.startVia("gw-b", r.redis, freezeTTL, nil, cc)
+	return a, b, sessionForwarded(t, ctx, a.forwardReplica, b, "gw-a", t.Name())
+}
+
+// freezeTTL is the lease TTL of freezablePair's replicas.
+const freezeTTL = 2 * time.Second
+
 // TestForwardAwaitsSilentOwnersLease: gw-a, the owner, freezes just after
 // a lease refresh, so its lease ends one TTL (2 s) later. A RunJob through
 // gw-b gives its forward up after --peer-first-byte (1.2 s); the directory
@@ -602,22 +625,10 @@ func freezeAfterRefresh(t *testing.T, ctx context.Context, a *frozenOwner, b *fo
 // only one; before, a second one was sent into the silence.
 func TestForwardAwaitsSilentOwnersLease(t *testing.T) {
 	ctx := ctxT(t, 60*time.Second)
-	r := newForwardRig(t)
-	const ttl = 2 * time.Second
-	a := startFreezable(t, r, "gw-a", ttl, func(cc *ClusterConfig) { cc.SweepEvery = time.Hour })
-	b := r.startVia("gw-b", r.redis, ttl, nil, func(cc *ClusterConfig) {
+	a, b, sid := freezablePair(t, ctx, func(cc *ClusterConfig) {
 		cc.PeerFirstByte, cc.OwnerWait = 1200*time.Millisecond, 10*time.Second
 	})
-	open, err := a.client.OpenSession(ctx, &sessiongatev1.OpenSessionRequest{ClientName: "await-test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sid := open.GetSessionId()
-	waitOwner(t, ctx, b.dir, sid, "gw-a")
-	if owner, err := echoOn(ctx, b, sid, 10*time.Second); err != nil || owner != "gw-a" {
-		t.Fatalf("RunJob through gw-b before the freeze: owner %q, %v", owner, err)
-	}
-	freezeAfterRefresh(t, ctx, a, b, sid, ttl)
+	freezeAfterRefresh(t, ctx, a, b, sid, freezeTTL)
 	start := time.Now()
 	owner, err := echoOn(ctx, b, sid, 10*time.Second)
 	took := time.Since(start)
@@ -631,7 +642,7 @@ func TestForwardAwaitsSilentOwnersLease(t *testing.T) {
 	if n := counterOf(m.awaits); n < 1 {
 		t.Fatalf("owner_awaits_total = %v: the call never waited for the silent owner's lease", n)
 	}
-	t.Logf("answered by gw-b %v after the freeze (lease TTL %v, first-byte bound 1.2 s)", took.Round(time.Millisecond), ttl)
+	t.Logf("answered by gw-b %v after the freeze (lease TTL %v, first-byte bound 1.2 s)", took.Round(time.Millisecond), freezeTTL)
 }
 
 // TestForwardRoutedAgainWhenWatchdogDropsPeer: gw-b relays a long RunJob
@@ -646,21 +657,9 @@ func TestForwardAwaitsSilentOwnersLease(t *testing.T) {
 // too, a failed call the gateway could have finished.
 func TestForwardRoutedAgainWhenWatchdogDropsPeer(t *testing.T) {
 	ctx := ctxT(t, 60*time.Second)
-	r := newForwardRig(t)
-	const ttl = 2 * time.Second
-	a := startFreezable(t, r, "gw-a", ttl, func(cc *ClusterConfig) { cc.SweepEvery = time.Hour })
-	b := r.startVia("gw-b", r.redis, ttl, nil, func(cc *ClusterConfig) {
+	a, b, sid := freezablePair(t, ctx, func(cc *ClusterConfig) {
 		cc.PeerFirstByte, cc.OwnerWait, cc.PeerKeepalive = 20*time.Second, 15*time.Second, 300*time.Millisecond
 	})
-	open, err := a.client.OpenSession(ctx, &sessiongatev1.OpenSessionRequest{ClientName: "watchdog-test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sid := open.GetSessionId()
-	waitOwner(t, ctx, b.dir, sid, "gw-a")
-	if owner, err := echoOn(ctx, b, sid, 10*time.Second); err != nil || owner != "gw-a" {
-		t.Fatalf("RunJob through gw-b before the freeze: owner %q, %v", owner, err)
-	}
 	long := make(chan error, 1)
 	go func() {
 		in, _ := structpb.NewValue(map[string]any{"ms": 8000})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"testing"
 	"time"
 
@@ -86,4 +87,29 @@ func asArcpError(err error) *arcp.Error {
 		return ae
 	}
 	return nil
+}
+
+// readJob reads w to its end: the "i" of each event, in the order read
+// (each is passed to each, when set, as it comes), and the terminal item.
+func readJob(ctx context.Context, t testing.TB, w *upstream.Watcher, each func(i int)) (got []int, term upstream.Item) {
+	t.Helper()
+	for {
+		it, err := w.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return got, term
+		}
+		if err != nil {
+			t.Fatalf("after %v: %v", got, err)
+		}
+		if it.Event == nil {
+			term = it
+			continue
+		}
+		var body struct{ I int }
+		_ = json.Unmarshal(it.Event.Body, &body)
+		got = append(got, body.I)
+		if each != nil {
+			each(body.I)
+		}
+	}
 }

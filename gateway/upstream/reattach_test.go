@@ -318,29 +318,14 @@ func TestObservedJobAcrossObserverResume(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer w.Close()
-			var got []int
-			var term upstream.Item
-			for {
-				it, err := w.Next(ctx)
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				if err != nil {
-					t.Fatalf("after %v: %v", got, err)
-				}
-				if it.Event == nil {
-					term = it
-					continue
-				}
-				var body struct{ I int }
-				_ = json.Unmarshal(it.Event.Body, &body)
-				got = append(got, body.I)
-				if len(got) == 8 {
+			n := 0
+			got, term := readJob(ctx, t, w, func(int) {
+				if n++; n == 8 {
 					if !srv.Runtime().DropSession(b.Status().SessionID) {
 						t.Fatal("the observer's session had no transport to drop")
 					}
 				}
-			}
+			})
 			t.Logf("%s: events %v, terminal result=%v error=%+v; re-attachments %d, lost %d",
 				d.Name, got, term.Result != nil, term.Error, cfgCounters(b).Reattached.Load(), cfgCounters(b).JobsLost.Load())
 			if len(got) != 20 || term.Result == nil {

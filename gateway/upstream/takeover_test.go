@@ -158,24 +158,9 @@ func TestAdoptEndedJobAheadOfItsReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	var got []int
-	for {
-		it, err := w.Next(ctx)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("after %v: %v", got, err)
-		}
-		if it.Event == nil {
-			if it.Result == nil || it.Seq != last {
-				t.Fatalf("terminal %+v, want the result at %d", it, last)
-			}
-			continue
-		}
-		var body struct{ I int }
-		_ = json.Unmarshal(it.Event.Body, &body)
-		got = append(got, body.I)
+	got, term := readJob(ctx, t, w, nil)
+	if term.Result == nil || term.Seq != last {
+		t.Fatalf("terminal %+v, want the result at %d", term, last)
 	}
 	if len(got) != 5 {
 		t.Fatalf("events %v, want 0..4 once", got)

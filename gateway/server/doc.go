@@ -80,7 +80,13 @@
 // once, to the same one (its lease still live) or into OWNER_SUSPECT /
 // LEASE_LAPSED after a pause (20 ms doubling to 200 ms), for at most
 // OwnerWait and never into the last tenth (≥ 250 ms) of the caller's
-// deadline; then the last answer, UNAVAILABLE, goes to the caller. Answers
+// deadline; then the last answer, UNAVAILABLE, goes to the caller. An
+// owner whose forward got no header is marked silent until one answers
+// (silentPeers, also marked when the watchdog closes its connection): a
+// call for its sessions then reads the directory, not the owner cache,
+// and once less than PeerFirstByte is left of its lease waits for the
+// lease's end (cluster.Await, CallWait.PauseUntil) rather than forward
+// into it again, so the takeover that follows is not held back. Answers
 // of a peer's routing (NOT_OWNER, DRAINING, OWNER_SUSPECT, LEASE_LAPSED)
 // are re-routed the same way. A forward that broke after the owner's
 // header is never sent again: its outcome is unknown (UNAVAILABLE
@@ -88,7 +94,8 @@
 // watchdog per peer (one goroutine, ended when none is left, awaited by
 // close) calls the peer's health Check every PeerKeepalive, bounded by as
 // long; a peer that does not answer (SIGSTOP, a VM pause) has its
-// connection closed, which ends those forwards. Shutdown in cluster mode:
+// connection closed, which ends those forwards (one on it still waiting for
+// the owner's header is routed again: the owner had not started it). Shutdown in cluster mode:
 // health NOT_SERVING and GOAWAY to every connection (a second gRPC server
 // takes the listener over while the first stops gracefully: lameduck.go),
 // hand-off (a unary call admitted after it began detaching is routed

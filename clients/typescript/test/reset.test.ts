@@ -15,7 +15,7 @@ import { join } from "node:path";
 import { describe, it } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 
-import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { create, toBinary } from "@bufbuild/protobuf";
 import { anyPack } from "@bufbuild/protobuf/wkt";
 import * as grpc from "@grpc/grpc-js";
 
@@ -24,7 +24,6 @@ import { StatusSchema } from "../src/gen/google/rpc/status_pb.js";
 import {
   JobEventSchema,
   JobResultSchema,
-  RunJobRequestSchema,
   RunJobResponseSchema,
   type RunJobRequest,
   WatchJobResponseSchema,
@@ -32,7 +31,7 @@ import {
 } from "../src/gen/sessiongate/v1/sessiongate_pb.js";
 import { Gateway, GatewayError, InternalError, streamReset } from "../src/index.js";
 import { CutProxy } from "./gateway.js";
-import { watchJobDef } from "./fake-watch.js";
+import { runJobDef, watchJobDef } from "./fake-defs.js";
 
 type WatchCall = grpc.ServerWritableStream<WatchJobRequest, unknown>;
 
@@ -259,15 +258,7 @@ async function resetRun(internal: boolean) {
   const server = new grpc.Server();
   server.addService(
     {
-      RunJob: {
-        path: "/sessiongate.v1.SessionGateway/RunJob",
-        requestStream: false,
-        responseStream: false,
-        requestSerialize: (m: unknown) => Buffer.from(toBinary(RunJobRequestSchema, m as never)),
-        requestDeserialize: (b: Buffer) => fromBinary(RunJobRequestSchema, b),
-        responseSerialize: (m: unknown) => Buffer.from(toBinary(RunJobResponseSchema, m as never)),
-        responseDeserialize: (b: Buffer) => fromBinary(RunJobResponseSchema, b),
-      },
+      RunJob: runJobDef,
     } as grpc.ServiceDefinition,
     {
       RunJob: (call: grpc.ServerUnaryCall<RunJobRequest, unknown>, cb: grpc.sendUnaryData<unknown>) => {

@@ -6,16 +6,12 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 
-import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { create } from "@bufbuild/protobuf";
 import * as grpc from "@grpc/grpc-js";
 
-import {
-  RunJobRequestSchema,
-  RunJobResponseSchema,
-  SubmitJobRequestSchema,
-  SubmitJobResponseSchema,
-} from "../src/gen/sessiongate/v1/sessiongate_pb.js";
+import { RunJobResponseSchema, SubmitJobResponseSchema } from "../src/gen/sessiongate/v1/sessiongate_pb.js";
 import { Gateway, TimeoutExceededError } from "../src/index.js";
+import { runJobDef, submitJobDef } from "./fake-defs.js";
 import { GatewayProcess } from "./gateway.js";
 
 const gwp = new GatewayProcess();
@@ -74,24 +70,8 @@ describe("retries", () => {
     const server = new grpc.Server();
     server.addService(
       {
-        RunJob: {
-          path: "/sessiongate.v1.SessionGateway/RunJob",
-          requestStream: false,
-          responseStream: false,
-          requestSerialize: (m: unknown) => Buffer.from(toBinary(RunJobRequestSchema, m as never)),
-          requestDeserialize: (b: Buffer) => fromBinary(RunJobRequestSchema, b),
-          responseSerialize: (m: unknown) => Buffer.from(toBinary(RunJobResponseSchema, m as never)),
-          responseDeserialize: (b: Buffer) => fromBinary(RunJobResponseSchema, b),
-        },
-        SubmitJob: {
-          path: "/sessiongate.v1.SessionGateway/SubmitJob",
-          requestStream: false,
-          responseStream: false,
-          requestSerialize: (m: unknown) => Buffer.from(toBinary(SubmitJobRequestSchema, m as never)),
-          requestDeserialize: (b: Buffer) => fromBinary(SubmitJobRequestSchema, b),
-          responseSerialize: (m: unknown) => Buffer.from(toBinary(SubmitJobResponseSchema, m as never)),
-          responseDeserialize: (b: Buffer) => fromBinary(SubmitJobResponseSchema, b),
-        },
+        RunJob: runJobDef,
+        SubmitJob: submitJobDef,
       } as grpc.ServiceDefinition,
       {
         RunJob: (call: grpc.ServerUnaryCall<{ idempotencyKey: string }, unknown>, cb: grpc.sendUnaryData<unknown>) => {

@@ -16,7 +16,7 @@ import {
   type WatchJobRequest,
 } from "../src/gen/sessiongate/v1/sessiongate_pb.js";
 import { DeadlineExceededError, Gateway, type GatewayOptions } from "../src/index.js";
-import { watchJobDef } from "./fake-watch.js";
+import { watchJobDef } from "./fake-defs.js";
 
 const item = (seq: number) =>
   create(WatchJobResponseSchema, {

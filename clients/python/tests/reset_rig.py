@@ -207,32 +207,51 @@ class Nginx:
         self._dir.cleanup()
 
 
-class WatchServer(pb_grpc.SessionGatewayServicer):
-    """The fake gateway's WatchJob (see the module doc). ``opened`` records
-    the from_event_seq of every stream; ``cut_ready`` is set once the first
-    stream has sent its ``cut_after`` events."""
+class ScriptedWatch(pb_grpc.SessionGatewayServicer):
+    """A fake gateway's WatchJob: events from from_event_seq+1 on, the
+    result at ``total``. ``opened`` records the from_event_seq of every
+    stream; on the first stream, ``interrupt(seq, context)`` runs before
+    each item and ends the stream when it returns True (or aborts it)."""
 
-    def __init__(self, total: int = 10, cut_after: int = 5) -> None:
-        self.total, self.cut_after = total, cut_after
+    def __init__(self, total: int) -> None:
+        self.total = total
         self.opened: List[int] = []
-        self.cut_ready = threading.Event()
-        self._stop = threading.Event()
         self._mu = threading.Lock()
+
+    def interrupt(self, seq: int, context: grpc.ServicerContext) -> bool:
+        return False
 
     def WatchJob(self, request, context):  # type: ignore[no-untyped-def]
         with self._mu:
             first = not self.opened
             self.opened.append(request.from_event_seq)
         for seq in range(request.from_event_seq + 1, self.total + 1):
-            if first and seq > self.cut_after:
-                self.cut_ready.set()
-                while context.is_active() and not self._stop.wait(0.05):
-                    pass
+            if first and self.interrupt(seq, context):
                 return
             if seq == self.total:
                 yield pb.WatchJobResponse(event_seq=seq, result=pb.JobResult(summary="done"))
             else:
                 yield pb.WatchJobResponse(event_seq=seq, event=pb.JobEvent(kind="log"))
+
+
+class WatchServer(ScriptedWatch):
+    """The fake gateway's WatchJob (see the module doc). ``cut_ready`` is
+    set once the first stream has sent its ``cut_after`` events; it then
+    waits, sending nothing, until the client leaves or ``stop``."""
+
+    def __init__(self, total: int = 10, cut_after: int = 5) -> None:
+        super().__init__(total)
+        self.cut_after = cut_after
+        self.cut_ready = threading.Event()
+        self._stop = threading.Event()
+
+    def interrupt(self, seq: int, context: grpc.ServicerContext) -> bool:
+        if seq <= self.cut_after:
+            return False
+        self.cut_ready.set()
+        while context.is_active() and not self._stop.wait(0.05):
+            pass
+        return True
 
     def stop(self) -> None:
         self._stop.set()

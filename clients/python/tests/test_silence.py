@@ -20,39 +20,33 @@ import grpc
 
 import sessiongate as sg
 from sessiongate import aio
-from sessiongate.pb.sessiongate.v1 import sessiongate_pb2 as pb
 from sessiongate.pb.sessiongate.v1 import sessiongate_pb2_grpc as pb_grpc
 
+from reset_rig import ScriptedWatch
 
-class _Replica(pb_grpc.SessionGatewayServicer):
+
+class _Replica(ScriptedWatch):
     """WatchJob sends from_event_seq+1 … 6 (the result); the first stream
     stops after event 3. frozen: until that stream is cancelled, health
     checks go unanswered, as on a SIGSTOPped replica. Not frozen: the first
     stream pauses ``pause`` seconds and then goes on, health checks answer."""
 
     def __init__(self, frozen: bool, pause: float = 0.0) -> None:
+        super().__init__(6)
         self.frozen, self.pause = frozen, pause
-        self.opened: List[int] = []
         self.checks: List[Optional[str]] = []  # the session header of each health check
         self._thawed = threading.Event()
-        self._mu = threading.Lock()
 
-    def WatchJob(self, request, context):  # type: ignore[no-untyped-def]
-        with self._mu:
-            first = not self.opened
-            self.opened.append(request.from_event_seq)
-        for seq in range(request.from_event_seq + 1, 7):
-            if first and seq == 4:
-                if self.frozen:
-                    while context.is_active() and not self._thawed.wait(0.02):
-                        pass
-                    self._thawed.set()  # the client left: the replica may answer again
-                    return
-                time.sleep(self.pause)  # a quiet job on a live replica
-            if seq == 6:
-                yield pb.WatchJobResponse(event_seq=seq, result=pb.JobResult(summary="done"))
-            else:
-                yield pb.WatchJobResponse(event_seq=seq, event=pb.JobEvent(kind="log"))
+    def interrupt(self, seq: int, context: grpc.ServicerContext) -> bool:
+        if seq != 4:
+            return False
+        if self.frozen:
+            while context.is_active() and not self._thawed.wait(0.02):
+                pass
+            self._thawed.set()  # the client left: the replica may answer again
+            return True
+        time.sleep(self.pause)  # a quiet job on a live replica
+        return False
 
     def Check(self, request: bytes, context: grpc.ServicerContext) -> bytes:
         with self._mu:

@@ -19,7 +19,7 @@ from sessiongate.pb.google.rpc import error_details_pb2, status_pb2
 from sessiongate.pb.sessiongate.v1 import sessiongate_pb2 as pb
 from sessiongate.pb.sessiongate.v1 import sessiongate_pb2_grpc as pb_grpc
 
-from reset_rig import Relay, ResetRig
+from reset_rig import Relay, ResetRig, ScriptedWatch
 
 
 def _abort_with_info(context: grpc.ServicerContext, code: grpc.StatusCode, message: str, reason: str) -> None:
@@ -53,26 +53,18 @@ class StreamResetTest(unittest.TestCase):
         self.assertEqual(rig.servicer.opened, [0, 5])
 
 
-class _FailOnce(pb_grpc.SessionGatewayServicer):
+class _FailOnce(ScriptedWatch):
     """WatchJob: events 1…3, then the first stream fails with code/reason
     (and message); the next streams send the rest up to the result at 6."""
 
     def __init__(self, code: grpc.StatusCode, reason: str, message: str) -> None:
+        super().__init__(6)
         self.code, self.reason, self.message = code, reason, message
-        self.opened: List[int] = []
-        self._mu = threading.Lock()
 
-    def WatchJob(self, request, context):  # type: ignore[no-untyped-def]
-        with self._mu:
-            first = not self.opened
-            self.opened.append(request.from_event_seq)
-        for seq in range(request.from_event_seq + 1, 7):
-            if first and seq == 4:
-                _abort_with_info(context, self.code, self.message, self.reason)
-            if seq == 6:
-                yield pb.WatchJobResponse(event_seq=seq, result=pb.JobResult(summary="done"))
-            else:
-                yield pb.WatchJobResponse(event_seq=seq, event=pb.JobEvent(kind="log"))
+    def interrupt(self, seq: int, context: grpc.ServicerContext) -> bool:
+        if seq == 4:
+            _abort_with_info(context, self.code, self.message, self.reason)
+        return False
 
 
 class _Server:

@@ -1,9 +1,9 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -25,26 +25,9 @@ import (
 	gatewayv1 "github.com/sessiongate/sessiongate/gen/sessiongate/v1"
 )
 
-const resetNginxConf = `worker_processes 1;
-pid nginx.pid;
-error_log error.log;
-events { worker_connections 64; }
-http {
-    access_log off;
-    client_body_temp_path tmp;
-    proxy_temp_path tmp;
-    fastcgi_temp_path tmp;
-    uwsgi_temp_path tmp;
-    scgi_temp_path tmp;
-    server {
-        listen %s http2;
-        location / {
-            grpc_pass grpc://%s;
-            grpc_read_timeout 1h;
-        }
-    }
-}
-`
+// resetNginxConf is the nginx configuration of the reset tests, shared
+// with the Python and TypeScript clients' (LISTEN_ADDR, UPSTREAM_ADDR).
+const resetNginxConf = "../clients/testdata/reset-nginx.conf"
 
 // startNginx runs a real nginx (Debian's) in front of upstream, in a temp
 // dir, until the test ends; it returns nginx's address. Without nginx the
@@ -73,7 +56,12 @@ func startNginx(t *testing.T, upstream string) string {
 	if err := os.Mkdir(filepath.Join(dir, "tmp"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "sessiongate.conf"), fmt.Appendf(nil, resetNginxConf, addr, upstream), 0o644); err != nil {
+	conf, err := os.ReadFile(resetNginxConf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf = bytes.ReplaceAll(bytes.ReplaceAll(conf, []byte("LISTEN_ADDR"), []byte(addr)), []byte("UPSTREAM_ADDR"), []byte(upstream))
+	if err := os.WriteFile(filepath.Join(dir, "sessiongate.conf"), conf, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, "-p", dir, "-c", "sessiongate.conf", "-g", "daemon off;")

@@ -31,6 +31,8 @@ import grpc
 from sessiongate.pb.sessiongate.v1 import sessiongate_pb2 as pb
 from sessiongate.pb.sessiongate.v1 import sessiongate_pb2_grpc as pb_grpc
 
+from gateway_process import REPO
+
 
 class Relay:
     """A TCP relay from a loopback port to ``upstream``; cut() resets every
@@ -140,26 +142,9 @@ class Relay:
         self._ln.close()
 
 
-NGINX_CONF = """worker_processes 1;
-pid nginx.pid;
-error_log error.log;
-events { worker_connections 64; }
-http {
-    access_log off;
-    client_body_temp_path tmp;
-    proxy_temp_path tmp;
-    fastcgi_temp_path tmp;
-    uwsgi_temp_path tmp;
-    scgi_temp_path tmp;
-    server {
-        listen 127.0.0.1:%(listen)d http2;
-        location / {
-            grpc_pass grpc://127.0.0.1:%(upstream)d;
-            grpc_read_timeout 1h;
-        }
-    }
-}
-"""
+# The nginx configuration of the reset tests, shared with the Go and
+# TypeScript clients' (LISTEN_ADDR, UPSTREAM_ADDR).
+NGINX_CONF = REPO / "clients" / "testdata" / "reset-nginx.conf"
 
 
 def _free_port() -> int:
@@ -179,7 +164,11 @@ class Nginx:
         os.mkdir(os.path.join(self._dir.name, "tmp"))
         self.port = _free_port()
         with open(os.path.join(self._dir.name, "sessiongate.conf"), "w") as f:
-            f.write(NGINX_CONF % {"listen": self.port, "upstream": upstream_port})
+            f.write(
+                NGINX_CONF.read_text()
+                .replace("LISTEN_ADDR", f"127.0.0.1:{self.port}")
+                .replace("UPSTREAM_ADDR", f"127.0.0.1:{upstream_port}")
+            )
         self._proc = subprocess.Popen(
             [binary, "-p", self._dir.name, "-c", "sessiongate.conf", "-g", "daemon off;"],
             stdout=subprocess.DEVNULL,

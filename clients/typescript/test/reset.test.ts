@@ -8,7 +8,7 @@
 
 import assert from "node:assert/strict";
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -30,7 +30,7 @@ import {
   type WatchJobRequest,
 } from "../src/gen/sessiongate/v1/sessiongate_pb.js";
 import { Gateway, GatewayError, InternalError, streamReset } from "../src/index.js";
-import { CutProxy } from "./gateway.js";
+import { CutProxy, REPO } from "./gateway.js";
 import { runJobDef, watchJobDef } from "./fake-defs.js";
 
 type WatchCall = grpc.ServerWritableStream<WatchJobRequest, unknown>;
@@ -87,26 +87,9 @@ class Nginx {
     const port = await freePort();
     writeFileSync(
       join(this.#dir, "sessiongate.conf"),
-      `worker_processes 1;
-pid nginx.pid;
-error_log error.log;
-events { worker_connections 64; }
-http {
-    access_log off;
-    client_body_temp_path tmp;
-    proxy_temp_path tmp;
-    fastcgi_temp_path tmp;
-    uwsgi_temp_path tmp;
-    scgi_temp_path tmp;
-    server {
-        listen 127.0.0.1:${port} http2;
-        location / {
-            grpc_pass grpc://${upstream};
-            grpc_read_timeout 1h;
-        }
-    }
-}
-`,
+      readFileSync(join(REPO, "clients", "testdata", "reset-nginx.conf"), "utf8")
+        .replace("LISTEN_ADDR", `127.0.0.1:${port}`)
+        .replace("UPSTREAM_ADDR", upstream),
     );
     this.#proc = spawn(bin, ["-p", this.#dir, "-c", "sessiongate.conf", "-g", "daemon off;"], { stdio: "ignore" });
     const until = Date.now() + 10_000;

@@ -133,15 +133,15 @@ type attempt struct {
 	cancel context.CancelCauseFunc
 	timer  *time.Timer
 	mark   sentMark
-	// A unary forward's peer, watched from the header on (watchPeer); c
-	// is nil for a stream forward, which watches the peer itself.
-	c    *clusterState
-	addr string
-	cc   *grpc.ClientConn
-	// silent marks addr silent when the bound passes, and clears it when
-	// the header comes.
+	// addr is the peer's address: silent marks it when the bound passes
+	// and clears it when the header comes.
+	addr   string
 	silent *silentPeers
-	to     string
+	// A unary forward's peer connection, watched from the header on
+	// (watchPeer); c is nil for a stream forward, which watches the peer
+	// itself.
+	c  *clusterState
+	cc *grpc.ClientConn
 
 	mu      sync.Mutex
 	state   attemptState // guarded by mu
@@ -158,8 +158,8 @@ const (
 	attemptEnded                         // end was called
 )
 
-func (c *clusterState) newAttempt(parent context.Context, to string) *attempt {
-	a := &attempt{silent: &c.silent, to: to}
+func (c *clusterState) newAttempt(parent context.Context, addr string) *attempt {
+	a := &attempt{silent: &c.silent, addr: addr}
 	a.ctx, a.cancel = context.WithCancelCause(context.WithValue(parent, sentKey{}, a))
 	if d := c.cfg.PeerFirstByte; d > 0 {
 		a.timer = time.AfterFunc(d, a.firstByteLapsed)
@@ -171,7 +171,7 @@ func (c *clusterState) newAttempt(parent context.Context, to string) *attempt {
 // peer is watched from the owner's header on (see attempt).
 func (c *clusterState) newUnaryAttempt(parent context.Context, addr string, cc *grpc.ClientConn) *attempt {
 	a := c.newAttempt(parent, addr)
-	a.c, a.addr, a.cc = c, addr, cc
+	a.c, a.cc = c, cc
 	return a
 }
 
@@ -181,7 +181,7 @@ func (a *attempt) firstByteLapsed() {
 	defer a.mu.Unlock()
 	if a.state == attemptPending {
 		a.state = attemptAbandoned
-		a.silent.mark(a.to)
+		a.silent.mark(a.addr)
 		a.cancel(errNoFirstByte)
 	}
 }
@@ -198,7 +198,7 @@ func (a *attempt) answered() bool {
 	if a.timer != nil {
 		a.timer.Stop()
 	}
-	a.silent.clear(a.to)
+	a.silent.clear(a.addr)
 	if a.c != nil {
 		a.unwatch = a.c.watchPeer(a.addr, a.cc)
 	}
